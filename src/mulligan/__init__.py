@@ -1,0 +1,34 @@
+"""Mulligan: a coding agent for the terminal whose sessions you can take back.
+
+The public API (pinned in DESIGN.md). Names are imported on first use, so that importing one
+small module (``mulligan.messages``) does not load the whole harness.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"
+
+_PUBLIC = {
+    "Harness": "mulligan.harness",
+    "run_agent": "mulligan.loop",
+    "context_for_model": "mulligan.loop",
+    "repair_tool_history": "mulligan.loop",
+    "INTERRUPTED": "mulligan.loop",
+    "run_tool": "mulligan.tools",
+}
+
+__all__ = [*_PUBLIC, "__version__"]
+
+if TYPE_CHECKING:
+    from mulligan.harness import Harness
+    from mulligan.loop import INTERRUPTED, context_for_model, repair_tool_history, run_agent
+    from mulligan.tools import run_tool
+
+
+def __getattr__(name: str) -> Any:
+    if name in _PUBLIC:
+        return getattr(importlib.import_module(_PUBLIC[name]), name)
+    raise AttributeError(f"module 'mulligan' has no attribute {name!r}")

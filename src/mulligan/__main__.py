@@ -1,0 +1,3 @@
+from mulligan.cli import main
+
+raise SystemExit(main())

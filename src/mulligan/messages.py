@@ -1,0 +1,120 @@
+"""The wire shapes: messages and content blocks as JSON-ready dicts.
+
+A conversation is a list of messages; each is a plain dict tagged by ``role``. These TypedDicts
+name the shapes (see DESIGN.md, "Messages"); nothing here carries an id or a parent -- those live
+on session entries, never on messages. Constructors and readers here never mutate their input.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, NotRequired, TypedDict
+
+StopReason = Literal["stop", "toolUse", "length", "error", "aborted"]
+
+
+class TextBlock(TypedDict):
+    type: Literal["text"]
+    text: str
+
+
+class ThinkingBlock(TypedDict):
+    type: Literal["thinking"]
+    thinking: str
+    # A provider's proof that the thinking is its own (Anthropic), passed back verbatim.
+    signature: NotRequired[str]
+    # Thinking the provider sent only in encrypted form.
+    redacted: NotRequired[bool]
+    data: NotRequired[str]
+
+
+class ToolCallBlock(TypedDict):
+    type: Literal["toolCall"]
+    id: str
+    name: str
+    arguments: dict[str, Any]
+
+
+Block = TextBlock | ThinkingBlock | ToolCallBlock
+
+
+class Usage(TypedDict, total=False):
+    input: int
+    output: int
+    cache_read: int
+    cache_write: int
+
+
+class UserMessage(TypedDict):
+    role: Literal["user"]
+    content: str
+
+
+class AssistantMessage(TypedDict):
+    role: Literal["assistant"]
+    content: list[Block]
+    stop_reason: StopReason
+    error_message: NotRequired[str]
+    usage: NotRequired[Usage]
+    model: NotRequired[str]
+
+
+class ToolResultMessage(TypedDict):
+    role: Literal["toolResult"]
+    tool_call_id: str
+    tool_name: str
+    content: str
+    is_error: bool
+
+
+Message = UserMessage | AssistantMessage | ToolResultMessage
+
+
+def user_message(text: str) -> UserMessage:
+    """A message from the user; its content is a plain string."""
+    return {"role": "user", "content": text}
+
+
+def assistant_message(
+    blocks: list[Block], stop_reason: StopReason | None = None, **extra: Any
+) -> AssistantMessage:
+    """An assistant message holding `blocks`. The stop reason defaults to "toolUse" when a block
+    is a tool call and "stop" otherwise; `extra` (usage, model, error_message) is copied on."""
+    if stop_reason is None:
+        stop_reason = "toolUse" if any(b["type"] == "toolCall" for b in blocks) else "stop"
+    message: dict[str, Any] = {"role": "assistant", "content": list(blocks),
+                               "stop_reason": stop_reason}
+    message.update(extra)
+    return message  # type: ignore[return-value]
+
+
+def text_of(message: Message) -> str:
+    """The words of a message: a user's string, a tool result's content, or the text blocks of
+    an assistant message joined together (thinking and tool calls are not words)."""
+    content = message["content"]
+    if isinstance(content, str):
+        return content
+    return "".join(block["text"] for block in content if block["type"] == "text")
+
+
+def tool_calls(message: Message) -> list[ToolCallBlock]:
+    """The tool calls an assistant message asks for, in order; [] for any other message.
+    Worked out from `content` on every call and stored nowhere else."""
+    if message["role"] != "assistant":
+        return []
+    return [block for block in message["content"] if block["type"] == "toolCall"]
+
+
+def error_message(
+    text: str, *, stop_reason: Literal["error", "aborted"] = "error",
+    content: list[Block] | None = None,
+) -> AssistantMessage:
+    """An assistant message that says why a run stopped: stop_reason "error" (or "aborted") and
+    the reason in `error_message`. `content` keeps whatever partial reply had arrived. A stop is
+    written into the record, never raised."""
+    return {"role": "assistant", "content": list(content or []), "stop_reason": stop_reason,
+            "error_message": text}
+
+
+def is_failed(message: Message) -> bool:
+    """True for an assistant message that ended in an error or an abort."""
+    return message["role"] == "assistant" and message["stop_reason"] in ("error", "aborted")

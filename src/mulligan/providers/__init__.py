@@ -1,0 +1,1 @@
+"""Model providers: the protocol (`base`), adapters, and name resolution (`registry`)."""
