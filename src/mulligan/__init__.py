@@ -20,7 +20,15 @@ _PUBLIC = {
     "run_tool": "mulligan.tools",
 }
 
-__all__ = [*_PUBLIC, "__version__"]
+__all__ = [
+    "INTERRUPTED",
+    "Harness",
+    "__version__",
+    "context_for_model",
+    "repair_tool_history",
+    "run_agent",
+    "run_tool",
+]
 
 if TYPE_CHECKING:
     from mulligan.harness import Harness

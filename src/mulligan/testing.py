@@ -24,6 +24,7 @@ from mulligan.messages import (
     ToolResultMessage,
     UserMessage,
     assistant_message,
+    error_message,
     user_message,
 )
 from mulligan.providers.base import StreamDelta, ToolSpec
@@ -41,7 +42,9 @@ def text(words: str) -> TextBlock:
     return {"type": "text", "text": words}
 
 
-def call(name: str, arguments: dict[str, Any] | None = None, id: str | None = None) -> ToolCallBlock:
+def call(
+    name: str, arguments: dict[str, Any] | None = None, id: str | None = None
+) -> ToolCallBlock:
     """A toolCall block. Without `id`, a fresh one ("c1", "c2", ...) for this process."""
     return {"type": "toolCall", "id": id or f"c{next(_call_ids)}", "name": name,
             "arguments": dict(arguments or {})}
@@ -139,13 +142,17 @@ class StreamingScriptedModel(ScriptedModel):
         answer = self.complete(system, messages, tools)
         sent: list[Block] = []
         for block in answer["content"]:
+            words = ""
             for delta in _deltas(block):
                 if abort is not None and abort.wait(self.pause):
                     partial = [b for b in sent if b["type"] != "toolCall"]
-                    yield {"type": "done", "message": {
-                        "role": "assistant", "content": partial, "stop_reason": "aborted",
-                        "error_message": "aborted by the user"}}
+                    if words:
+                        partial.append(text(words))
+                    yield {"type": "done", "message": error_message(
+                        "aborted by the user", stop_reason="aborted", content=partial)}
                     return
+                if delta["type"] == "text":
+                    words += delta["delta"]
                 yield delta
             sent.append(block)
         yield {"type": "done", "message": answer}
