@@ -145,7 +145,7 @@ class StreamingScriptedModel(ScriptedModel):
             words = ""
             for delta in _deltas(block):
                 if abort is not None and abort.wait(self.pause):
-                    partial = [b for b in sent if b["type"] != "toolCall"]
+                    partial: list[Block] = [b for b in sent if b["type"] != "toolCall"]
                     if words:
                         partial.append(text(words))
                     yield {"type": "done", "message": error_message(
