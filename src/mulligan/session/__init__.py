@@ -1,0 +1,43 @@
+"""Sessions: append-only JSONL trees you can go back in.
+
+`SessionLog` is one session file; `path(entries, leaf_id)` walks one branch of any list of
+entries; `persist_to(log)` is the Harness listener that saves every completed message. Every
+refusal is a `SessionError` (a ValueError) naming the line or entry. `mulligan.session.
+maintenance` has check, repair and migrate for damaged and old files. See docs/session.md.
+"""
+
+from __future__ import annotations
+
+from mulligan.session.errors import (
+    BadEntry,
+    CircularParent,
+    DuplicateId,
+    MissingParent,
+    NoParentKey,
+    NotAnObject,
+    NotOldFormat,
+    SessionError,
+    TargetExists,
+    TornLine,
+    UnknownEntry,
+)
+from mulligan.session.log import SessionLog
+from mulligan.session.persist import persist_to
+from mulligan.session.tree import path
+
+__all__ = [
+    "BadEntry",
+    "CircularParent",
+    "DuplicateId",
+    "MissingParent",
+    "NoParentKey",
+    "NotAnObject",
+    "NotOldFormat",
+    "SessionError",
+    "SessionLog",
+    "TargetExists",
+    "TornLine",
+    "UnknownEntry",
+    "path",
+    "persist_to",
+]

@@ -1,0 +1,324 @@
+"""SessionLog: one session file, appended to under a lock, read incrementally.
+
+In: a file path. Out: entries, the tip, the transcript. Every write is one line appended, in a
+single write() on an O_APPEND descriptor, while an exclusive flock is held on the file; every
+read holds a shared flock, so a reader never sees half of another writer's line. Never: rewrite,
+reorder or truncate a line; append after a torn or unreadable line; re-read bytes it has
+already parsed, unless the file was replaced or shrank.
+
+The log remembers what it has parsed (an `Index`) and, on every call, reads only the bytes
+appended since -- by itself or by any other writer. It notices a file that was replaced (device
+and inode differ), shrank (size below what was parsed) or changed at its end (the last parsed
+line's bytes no longer match) and then re-reads it from the start. An edit in the middle of the
+file that keeps its size and its last line is not noticed by a live log; a new one sees it.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from typing import Any
+
+import orjson
+
+from mulligan.messages import Message
+from mulligan.session.errors import BadEntry, DuplicateId, SessionError, TornLine
+from mulligan.session.tree import Entry, Index
+
+# Keys every entry has; metadata passed by callers may not replace them.
+RESERVED = frozenset({"id", "type", "parent_id", "timestamp"})
+# How much of the last parsed line is kept to notice a file rewritten in place.
+_TAIL_WINDOW = 64 * 1024
+
+
+def timestamp() -> str:
+    """Now, ISO-8601 UTC with milliseconds: 2026-11-30T10:00:00.000Z."""
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _read_at(fd: int, offset: int, length: int) -> bytes:
+    chunks = []
+    while length > 0:
+        chunk = os.pread(fd, length, offset)
+        if not chunk:  # the file shrank under us: the caller compares sizes and re-reads
+            break
+        chunks.append(chunk)
+        offset += len(chunk)
+        length -= len(chunk)
+    return b"".join(chunks) if len(chunks) != 1 else chunks[0]
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    # One write() is the rule; a regular file only writes short on a full disk or a signal,
+    # and then the rest follows while the lock is still held, so nothing can come between.
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+
+
+class SessionLog:
+    """A session on disk: one JSON object per line, each naming the entry it follows.
+
+    SessionLog(path, *, fsync=True). Creates nothing until the first append; the folder the
+    file goes in must exist (the caller creates it). The file is created with mode 0o600.
+    With fsync=True (the default) every entry is flushed and fsynced before its id is
+    returned, so a power cut loses at most the entry being written; fsync=False is for bulk
+    tools. Thread-safe; any number of SessionLog objects, in any number of processes, may
+    share one file. The dicts handed out are the log's own: treat them as read-only.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, fsync: bool = True) -> None:
+        self.path = path
+        self.fsync = fsync
+        self._name = os.fspath(path)
+        self._mutex = threading.RLock()
+        self._reset()
+
+    def __repr__(self) -> str:
+        return f"SessionLog({self._name!r})"
+
+    # ---- reading ---------------------------------------------------------------------------
+
+    def entries(self) -> list[Entry]:
+        """Every entry, file order, as dicts; [] when there is no file yet. Refuses (TornLine,
+        NotAnObject, BadEntry, DuplicateId) a file with a line it cannot trust, naming it."""
+        with self._mutex:
+            self._refresh()
+            return list(self._index.entries)
+
+    def tip(self) -> str | None:
+        """The id of the last line of the file, or None when there is no entry yet."""
+        with self._mutex:
+            self._refresh()
+            return self._index.tip()
+
+    def entry(self, entry_id: str) -> Entry:
+        """The entry with that id; UnknownEntry (a ValueError) naming it if there is none."""
+        with self._mutex:
+            self._refresh()
+            return self._index.entries[self._index.position(entry_id)]
+
+    def branch(self, leaf_id: str | None) -> list[Entry]:
+        """path(entries, leaf_id) over this log, using its index: the entries from the first
+        one down to `leaf_id`. Validates the walk like path()."""
+        with self._mutex:
+            self._refresh()
+            return self._index.path(leaf_id)
+
+    def rows(self) -> list[tuple[str, Message]]:
+        """(entry id, message) for every message entry on the branch that ends at the tip,
+        oldest first. Other entries on the branch (branch, label, ...) are stepped over; the
+        whole walk is validated and every refusal names the entry."""
+        with self._mutex:
+            self._refresh()
+            index = self._index
+            entries = index.entries
+            rows = []
+            for at in index.walk(index.tip()):
+                entry = entries[at]
+                if entry.get("type") == "message":
+                    message = entry.get("message")
+                    if type(message) is not dict:
+                        raise BadEntry("a message entry without a message object",
+                                       file=self._name, entry_id=entry["id"])
+                    rows.append((entry["id"], message))
+            return rows  # type: ignore[return-value]
+
+    def replay(self) -> list[Message]:
+        """The transcript on the branch the session is on: for Harness(messages=...)."""
+        return [message for _, message in self.rows()]
+
+    # ---- appending ---------------------------------------------------------------------------
+
+    def append_message(self, message: Message, **meta: Any) -> str:
+        """Append one message; its parent is the tip. Extra keyword arguments are stored on
+        the entry as metadata (never sent to the model). Returns the new entry's id."""
+        _check_meta(meta, "message")
+        return self._append(lambda: {"type": "message", "message": message, **meta})
+
+    def branch_to(self, entry_id: str) -> str:
+        """Go back to `entry_id`: append one `branch` entry whose parent is it, so what comes
+        next hangs off it. The attempt left behind stays in the file. Unknown id: UnknownEntry
+        naming it, raised before anything is written (also when there is no file)."""
+        with self._mutex:
+            self._refresh()
+            self._index.position(entry_id)  # fail fast, before a file is created
+            return self._append(lambda: {}, type_="branch", parent=entry_id)
+
+    def append_label(self, target_id: str, label: str) -> str:
+        """Append a label naming `target_id` (which must exist)."""
+        with self._mutex:
+            self._refresh()
+            self._index.position(target_id)
+            return self._append(lambda: {"type": "label", "target_id": target_id,
+                                         "label": label}, needs=target_id)
+
+    def append_session_info(self, **fields: Any) -> str:
+        """Append facts about the session: name, cwd, created, model, origin_file, ..."""
+        return self.append_entry("session_info", **fields)
+
+    def append_model_change(self, provider: str, model: str) -> str:
+        """Append a note that the session went on with another model."""
+        return self.append_entry("model_change", provider=provider, model=model)
+
+    def append_entry(self, type: str, **fields: Any) -> str:
+        """Append an entry of any other type (session_info, model_change, compaction, ...);
+        it hangs on the tree at the tip and rows() steps over it. "message" and "branch"
+        have their own methods, which keep their rules."""
+        if type in ("message", "branch"):
+            raise ValueError(f"use append_message/branch_to for a {type!r} entry")
+        _check_meta(fields, type)
+        return self._append(lambda: {"type": type, **fields})
+
+    def _append(
+        self,
+        body: Callable[[], dict[str, Any]],
+        *,
+        type_: str | None = None,
+        parent: str | None = None,
+        needs: str | None = None,
+    ) -> str:
+        """Write one entry while holding the exclusive lock: catch up with the file, work out
+        the id (line number) and the parent (the tip, or `parent`), check, then write."""
+        must_exist = parent or needs
+        with self._mutex, self._open(write=True, create=must_exist is None) as opened:
+            if opened is None:  # the file was deleted since we checked `parent`
+                self._reset()
+                self._index.position(must_exist)
+                raise AssertionError("unreachable")  # pragma: no cover
+            fd, created = opened
+            self._catch_up(fd)
+            index = self._index
+            if must_exist is not None:
+                index.position(must_exist)
+            number = len(index.entries) + 1
+            new_id = f"e{number}"
+            if new_id in index.by_id:
+                raise DuplicateId(
+                    f"the next line would take the id {new_id}, which line "
+                    f"{index.by_id[new_id] + 1} already has (ids are 'e' + line number)",
+                    file=self._name, line=number, entry_id=new_id)
+            fields = body()
+            entry = {"id": new_id, "type": type_ or fields.pop("type"),
+                     "parent_id": parent if parent is not None else index.tip(),
+                     "timestamp": timestamp(), **fields}
+            line = orjson.dumps(entry) + b"\n"  # TypeError here: nothing written
+            _write_all(fd, line)
+            if self.fsync:
+                os.fsync(fd)
+                if created:
+                    _fsync_folder(self._name)
+            # Parse our own bytes back: the entry we keep is exactly what a reader gets, and
+            # the caller's message dict may change later without changing the log.
+            index.add_entry(orjson.loads(line[:-1]), number)
+            self._size += len(line)
+            self._tail = line[-_TAIL_WINDOW:]
+            return new_id
+
+    # ---- the file ------------------------------------------------------------------------
+
+    def _reset(self) -> None:
+        self._index = Index(self._name)
+        self._ident: tuple[int, int] | None = None
+        self._size = 0  # bytes parsed, always at the end of a complete line
+        self._tail = b""  # the last bytes of the last parsed line, newline included
+
+    @contextmanager
+    def _open(self, *, write: bool, create: bool) -> Iterator[tuple[int, bool] | None]:
+        """The file, open and locked (exclusive to write, shared to read), as (fd, created);
+        None if it does not exist and may not be created. Retries if the path was replaced
+        between open() and flock(), so the lock is always on the file the path names."""
+        flags = (os.O_RDWR | os.O_APPEND if write else os.O_RDONLY) | os.O_CLOEXEC
+        while True:
+            created = False
+            try:
+                fd = os.open(self._name, flags)
+            except FileNotFoundError:
+                if not create:
+                    yield None
+                    return
+                try:
+                    fd = os.open(self._name, flags | os.O_CREAT | os.O_EXCL, 0o600)
+                    created = True
+                except FileExistsError:
+                    continue
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX if write else fcntl.LOCK_SH)
+                mine = os.fstat(fd)
+                try:
+                    named = os.stat(self._name)
+                    same = (named.st_dev, named.st_ino) == (mine.st_dev, mine.st_ino)
+                except FileNotFoundError:
+                    same = False
+                if not same:
+                    continue  # replaced or deleted while we waited: open what is there now
+                yield fd, created
+                return
+            finally:
+                os.close(fd)  # closing releases the lock
+
+    def _refresh(self) -> None:
+        """Catch up with the file under a shared lock (a missing file reads as empty)."""
+        with self._open(write=False, create=False) as opened:
+            if opened is None:
+                if self._ident is not None:
+                    self._reset()
+                return
+            self._catch_up(opened[0])
+
+    def _catch_up(self, fd: int) -> None:
+        """Parse the bytes appended since the last call; start over if the file is not the one
+        parsed. Raises TornLine for a last line without its newline, after keeping every
+        complete line before it."""
+        stat = os.fstat(fd)
+        ident = (stat.st_dev, stat.st_ino)
+        if (ident != self._ident or stat.st_size < self._size
+                or _read_at(fd, self._size - len(self._tail), len(self._tail)) != self._tail):
+            self._reset()
+            self._ident = ident
+        if stat.st_size == self._size:
+            return
+        data = _read_at(fd, self._size, stat.st_size - self._size)
+        lines = data.split(b"\n")
+        torn = lines.pop()
+        del data
+        before = len(self._index.entries)
+        try:
+            self._index.add_lines(lines)
+        except SessionError:  # keep the good lines before the bad one; it is re-read next call
+            self._advance(lines[: len(self._index.entries) - before])
+            raise
+        self._advance(lines)
+        if torn:
+            raise TornLine(
+                f"the last line has no newline: a torn write of {len(torn)} bytes "
+                "(`mulligan session repair` sets it aside)",
+                file=self._name, line=len(self._index.entries) + 1)
+
+    def _advance(self, accepted: list[bytes]) -> None:
+        if not accepted:
+            return
+        self._size += sum(map(len, accepted)) + len(accepted)
+        last = accepted[-1] + b"\n"
+        self._tail = last[-_TAIL_WINDOW:]
+
+
+def _check_meta(meta: dict[str, Any], type_: str) -> None:
+    clash = RESERVED.intersection(meta)
+    if clash:
+        raise ValueError(f"entry keys {sorted(clash)} are the log's own and cannot be set")
+
+
+def _fsync_folder(name: str) -> None:
+    """Make a new file's name durable too: without this a power cut could lose the file."""
+    folder = os.path.dirname(os.path.abspath(name))
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
