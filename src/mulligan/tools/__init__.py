@@ -1,0 +1,32 @@
+"""Tools: the tool dict, `run_tool` (the one catch-all), output budgets, and the coding tools.
+
+`coding_tools(root)` gives the seven tools a coding agent needs over one workspace folder:
+read, write, edit, bash, ls, grep, find. Each is a plain dict (`Tool`); its "execute" raises
+on failure and `run_tool` turns every outcome into exactly one toolResult message.
+"""
+
+from __future__ import annotations
+
+import os
+
+from mulligan.tools.base import Tool, ToolError, ToolSpec, check_arguments, run_tool, tool_specs
+from mulligan.tools.budget import MAX_BYTES, MAX_LINES, Truncation, truncate_head, truncate_tail
+from mulligan.tools.files import edit_tool, read_tool, write_tool
+from mulligan.tools.search import find_tool, grep_tool, ls_tool
+from mulligan.tools.shell import CommandTimedOut, bash_tool
+from mulligan.tools.workspace import OutsideWorkspace, Workspace
+
+__all__ = [
+    "MAX_BYTES", "MAX_LINES", "CommandTimedOut", "OutsideWorkspace", "Tool", "ToolError",
+    "ToolSpec", "Truncation", "Workspace", "bash_tool", "check_arguments", "coding_tools",
+    "edit_tool", "find_tool", "grep_tool", "ls_tool", "read_tool", "run_tool", "tool_specs",
+    "truncate_head", "truncate_tail", "write_tool",
+]
+
+
+def coding_tools(root: str | os.PathLike[str], *, bash_timeout: float = 120.0) -> list[Tool]:
+    """read, write, edit, bash, ls, grep and find, all confined to the folder `root` (which must
+    exist: NotADirectoryError names it otherwise). `bash_timeout` is bash's default timeout in
+    seconds; the model may ask for another per call."""
+    return [read_tool(root), write_tool(root), edit_tool(root),
+            bash_tool(root, timeout=bash_timeout), ls_tool(root), grep_tool(root), find_tool(root)]

@@ -1,0 +1,119 @@
+"""The tool boundary: the tool dict, argument checks against its schema, and `run_tool`.
+
+A tool is a plain dict (`Tool`): "name", "description", "parameters" (a JSON schema) and
+"execute". `execute(arguments) -> str` just raises when it cannot do its job; `run_tool` is the
+one place in the codebase that catches everything and turns it into a toolResult the model can
+read. Nothing else here catches broadly, and nothing here ever raises out of `run_tool`.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any, NotRequired, TypedDict
+
+from jsonschema import Draft202012Validator
+
+from mulligan.messages import ToolCallBlock, ToolResultMessage
+from mulligan.providers.base import ToolSpec
+
+__all__ = ["Tool", "ToolError", "ToolSpec", "check_arguments", "run_tool", "tool_specs"]
+
+
+class Tool(TypedDict):
+    """A tool. "name", "description" and "parameters" are advertised to the model; "execute" is
+    only ever run by this program. With "interruptible": True, execute is called as
+    ``execute(arguments, abort=<threading.Event | None>)`` and should stop early once it is set."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+    execute: Callable[..., str]
+    interruptible: NotRequired[bool]
+
+
+class ToolError(Exception):
+    """A tool could not do its job; the message is written for the model and shown as is."""
+
+
+def tool_specs(tools: list[Tool]) -> list[ToolSpec]:
+    """What the model is told about `tools`: everything except the function, in order."""
+    return [{"name": t["name"], "description": t["description"], "parameters": t["parameters"]}
+            for t in tools]
+
+
+def check_arguments(tool: Tool, arguments: Any) -> None:
+    """Check `arguments` against the tool's JSON schema. Returns None when they fit; otherwise
+    raises ToolError("Invalid arguments for <tool>: ...") naming each offending argument, followed
+    by the arguments the tool expects. Never changes `arguments`."""
+    validator = Draft202012Validator(tool["parameters"])
+    errors = sorted(validator.iter_errors(arguments), key=lambda e: list(e.absolute_path))
+    if not errors:
+        return
+    problems = []
+    for error in errors:
+        where = _argument_name(error.absolute_path)
+        problems.append(f"argument {where!r}: {error.message}" if where else error.message)
+    raise ToolError(f"Invalid arguments for {tool['name']}: {'; '.join(problems)}. "
+                    f"Expected: {_signature(tool['parameters'])}.")
+
+
+def run_tool(
+    tools: list[Tool], call: ToolCallBlock, *, abort: threading.Event | None = None
+) -> ToolResultMessage:
+    """Run one tool call and return the toolResult that answers it.
+
+    One call in, exactly one result out, on every path; it never raises an Exception. An unknown
+    tool, arguments that do not fit the schema, an exception inside the tool, or a tool that
+    returns something other than text all come back with is_error True and a readable reason.
+    is_error means the tool could not do its job: a shell command that exits non-zero has still
+    run, and says so in its content. `abort` is handed to interruptible tools only."""
+    fields: dict[str, Any] = call if isinstance(call, dict) else {}  # type: ignore[assignment]
+    call_id, name = str(fields.get("id", "")), str(fields.get("name", ""))
+    try:
+        content, is_error = _execute(tools, name, fields.get("arguments"), abort), False
+    except ToolError as exc:
+        content, is_error = str(exc), True
+    except Exception as exc:  # the one catch-all: a tool's failure becomes a message, not a crash
+        content, is_error = f"{name} failed: {type(exc).__name__}: {exc}", True
+    return {"role": "toolResult", "tool_call_id": call_id, "tool_name": name,
+            "content": content, "is_error": is_error}
+
+
+def _execute(
+    tools: list[Tool], name: str, arguments: Any, abort: threading.Event | None
+) -> str:
+    tool = next((t for t in tools if t["name"] == name), None)
+    if tool is None:
+        available = ", ".join(t["name"] for t in tools) or "none"
+        raise ToolError(f"Tool {name} not found. Available: {available}")
+    check_arguments(tool, arguments)
+    if tool.get("interruptible"):
+        result = tool["execute"](arguments, abort=abort)
+    else:
+        result = tool["execute"](arguments)
+    if not isinstance(result, str):
+        raise ToolError(f"Tool {name} returned {type(result).__name__}, not text")
+    return result
+
+
+def _argument_name(path: Any) -> str:
+    """'offset', or 'edits[0].old_text' for a nested one; '' for the arguments as a whole."""
+    name = ""
+    for part in path:
+        name += f"[{part}]" if isinstance(part, int) else (f".{part}" if name else str(part))
+    return name
+
+
+def _signature(schema: dict[str, Any]) -> str:
+    """The arguments a schema asks for, compactly: "path (string, required), offset (integer)"."""
+    properties = schema.get("properties") or {}
+    if not properties:
+        return "no arguments"
+    required = set(schema.get("required") or ())
+    parts = []
+    for key, spec in properties.items():
+        kind = spec.get("type", "any") if isinstance(spec, dict) else "any"
+        kind = "/".join(kind) if isinstance(kind, list) else str(kind)
+        parts.append(f"{key} ({kind}, required)" if key in required else f"{key} ({kind})")
+    return ", ".join(parts)

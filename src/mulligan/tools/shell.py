@@ -1,0 +1,236 @@
+"""The `bash` tool: run one command line in the workspace and return what it printed.
+
+The command runs as `bash -c` in a session (and process group) of its own, stdin from
+/dev/null, stdout and stderr merged into one pipe. A timeout, or the abort event being set,
+kills the whole group -- every process the command started, not just bash -- and says so. A
+command that exits non-zero has still run: its exit code is news in the content, not a tool
+error. Output is held to the budget by keeping its end, where the verdict is; memory stays
+bounded however much a command prints.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import selectors
+import signal
+import subprocess
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from mulligan.tools.base import Tool, ToolError
+from mulligan.tools.budget import MAX_BYTES, MAX_LINES, cut_utf8_tail, truncate_tail
+from mulligan.tools.workspace import Workspace
+
+__all__ = ["CommandRun", "CommandTimedOut", "bash_tool", "run_command"]
+
+_POLL = 0.05  # seconds between looks at the abort event and the clock while waiting for output
+_GRACE = 0.5  # seconds the output may stay open after bash exits (background processes)
+
+
+class CommandTimedOut(ToolError):
+    """The command outlived its timeout; the message carries what it had printed."""
+
+
+@dataclass
+class CommandRun:
+    """How a command went. `output` is the end of what it printed (at most `keep` bytes, lines
+    cut at the front are dropped whole), `total_lines` counts everything it printed. `ended` is
+    "exited", "timeout" or "aborted"; `exit_code` is None unless it exited. `held_open` is True
+    when background processes still held the output after bash exited (they were stopped)."""
+
+    output: str
+    total_lines: int
+    ended: Literal["exited", "timeout", "aborted"]
+    exit_code: int | None
+    dropped: bool
+    held_open: bool
+
+
+class _Tail:
+    """The last `keep` bytes of a stream, plus a count of its lines."""
+
+    def __init__(self, keep: int) -> None:
+        self.keep, self.data, self.size, self.newlines = keep, bytearray(), 0, 0
+        self.ends_in_newline = True
+
+    def add(self, chunk: bytes) -> None:
+        self.size += len(chunk)
+        self.newlines += chunk.count(b"\n")
+        self.ends_in_newline = chunk.endswith(b"\n")
+        self.data += chunk
+        if len(self.data) > self.keep:
+            del self.data[:len(self.data) - self.keep]
+
+    def text(self) -> tuple[str, int, bool]:
+        """(decoded kept text, total lines, whether the front was dropped)."""
+        data, dropped = bytes(self.data), self.size > len(self.data)
+        if dropped:  # the first kept line is a fragment: drop it rather than show half a line
+            cut = data.find(b"\n")
+            data = data[cut + 1:] if cut != -1 else data
+        total = self.newlines + (0 if self.ends_in_newline or not self.size else 1)
+        return data.decode("utf-8", errors="replace"), total, dropped
+
+
+def run_command(
+    command: str, cwd: str | os.PathLike[str], *, timeout: float,
+    abort: threading.Event | None = None, keep: int = 2 * MAX_BYTES,
+) -> CommandRun:
+    """Run `command` with `bash -c` in `cwd` and wait until it ends, times out, or `abort` is
+    set; on the last two the whole process group is killed. Never leaves a child of its own
+    running past its return, except processes that started sessions of their own (setsid)."""
+    proc = subprocess.Popen(
+        ["bash", "-c", command], cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, start_new_session=True)
+    assert proc.stdout is not None
+    fd = proc.stdout.fileno()
+    os.set_blocking(fd, False)
+    tail = _Tail(keep)
+    deadline = time.monotonic() + timeout
+    ended: Literal["exited", "timeout", "aborted"] = "exited"
+    eof, held_open, exited_at = False, False, None
+    with selectors.DefaultSelector() as selector:
+        selector.register(fd, selectors.EVENT_READ)
+        while True:
+            if abort is not None and abort.is_set():
+                ended = "aborted"
+                break
+            if time.monotonic() >= deadline:
+                ended = "timeout"
+                break
+            if not eof:
+                if selector.select(_POLL):
+                    chunk = _read(fd)
+                    if chunk:
+                        tail.add(chunk)
+                    elif chunk is not None:
+                        eof = True
+                        selector.unregister(fd)
+            else:
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    proc.wait(_POLL)
+            if proc.poll() is not None:
+                if eof:
+                    break
+                exited_at = exited_at or time.monotonic()
+                if time.monotonic() - exited_at >= _GRACE:
+                    held_open = True  # background processes still write to our pipe
+                    break
+    if ended != "exited" or held_open:
+        _kill_group(proc.pid)
+        _drain(fd, tail)
+    proc.wait()
+    proc.stdout.close()
+    output, total, dropped = tail.text()
+    return CommandRun(output, total, ended, proc.returncode if ended == "exited" else None,
+                      dropped, held_open)
+
+
+def bash_tool(
+    root: str | os.PathLike[str], *, timeout: float = 120.0, max_lines: int = MAX_LINES,
+    max_bytes: int = MAX_BYTES,
+) -> Tool:
+    """The `bash` tool over the workspace `root`. `timeout` is the default limit in seconds; the
+    model may ask for another per call. Interruptible: an abort event kills the command."""
+    ws = Workspace(root)
+
+    def execute(arguments: dict[str, Any], abort: threading.Event | None = None) -> str:
+        seconds = float(arguments.get("timeout", timeout))
+        run = run_command(arguments["command"], ws.root, timeout=seconds, abort=abort,
+                          keep=2 * max_bytes)
+        notes = []
+        kept = truncate_tail(run.output, max_lines, max_bytes)
+        text = kept.text
+        if kept.shown == 0 and run.output:  # the last line alone is over the budget
+            text = cut_utf8_tail(run.output, max_bytes)
+            notes.append(f"[Output truncated: its last line is over the {max_bytes}-byte "
+                         f"budget; only its last {len(text.encode())} bytes are shown. Narrow "
+                         "the command, or redirect the output to a file and read parts of it.]")
+        elif kept.shown < run.total_lines:
+            notes.append(f"[Showing the last {kept.shown} of {run.total_lines} lines of output. "
+                         "Narrow the command (grep, head, tail), or redirect the output to a "
+                         "file and read it with offset.]")
+        if run.held_open:
+            notes.append("[Background processes still had the output open when the command "
+                         "ended, so they were stopped. To keep one running, redirect its "
+                         "output: `cmd > log.txt 2>&1 &`.]")
+        if run.ended == "timeout":
+            notes.append(f"[Timed out after {seconds:g} s: the command and every process it "
+                         "started were killed. Pass a larger timeout, or run it in the "
+                         "background with its output sent to a file.]")
+        elif run.ended == "aborted":
+            notes.append("[Aborted: the command and every process it started were killed.]")
+        elif run.exit_code is not None and run.exit_code < 0:
+            notes.append(f"[killed by signal {_signal_name(-run.exit_code)}]")
+        elif run.exit_code:
+            notes.append(f"[exit code {run.exit_code}]")
+        if not text and not notes:
+            return "(no output)"
+        if text and notes and not text.endswith("\n"):
+            text += "\n"
+        result = text + "\n".join(notes)
+        if run.ended == "timeout":
+            raise CommandTimedOut(result)
+        return result
+
+    return {
+        "name": "bash",
+        "description": (
+            "Run a shell command with bash in the workspace folder and return its output, "
+            "stdout and stderr together. Stdin is empty, so interactive commands fail: pass "
+            "flags such as -y. A non-zero exit is reported as '[exit code N]' at the end. Only "
+            f"the last {max_lines} lines or {max_bytes} bytes of output come back; for long "
+            "output, narrow the command (grep, head, tail) or redirect it to a file and read "
+            f"that. The command is killed after `timeout` seconds (default {timeout:g}), along "
+            "with every process it started."),
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "command": {"type": "string", "description": "The command line to run."},
+                "timeout": {"type": "number", "exclusiveMinimum": 0,
+                            "description": f"Seconds before it is killed. Default {timeout:g}."},
+            },
+            "required": ["command"],
+            "additionalProperties": False,
+        },
+        "execute": execute,
+        "interruptible": True,
+    }
+
+
+def _read(fd: int) -> bytes | None:
+    """A chunk from the pipe; b"" at end of output; None when nothing is there after all."""
+    try:
+        return os.read(fd, 65536)
+    except BlockingIOError:
+        return None
+
+
+def _kill_group(pgid: int) -> None:
+    """SIGKILL every process in the group; a group that is already gone is fine."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGKILL)
+
+
+def _drain(fd: int, tail: _Tail) -> None:
+    """Collect what the killed processes had already written, without waiting for more than a
+    moment: a process outside the group (setsid) may hold the pipe open indefinitely."""
+    deadline = time.monotonic() + 1.0
+    with selectors.DefaultSelector() as selector:
+        selector.register(fd, selectors.EVENT_READ)
+        while time.monotonic() < deadline and selector.select(_POLL):
+            chunk = _read(fd)
+            if not chunk:
+                if chunk is not None:
+                    return
+                continue
+            tail.add(chunk)
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return str(number)
