@@ -1,0 +1,227 @@
+"""One streamed reply from a hosted provider: attempts, retries, abort, and the final message.
+
+Both SDK adapters (`anthropic`, `openai_chat`) hand `stream_reply` a `Call`: how to open the
+SDK stream, how to fold its events into our deltas (a fresh `Fold` per attempt), and how to
+describe an SDK exception as a `Failure`. `stream_reply` then owns the rules every provider
+shares:
+
+- a transient fault is retried with backoff only while nothing has been yielded to the caller;
+  after the first delta, a fault ends the reply as an error that keeps the partial content;
+- `abort` is honoured promptly even while the server is silent: the SDK stream is read on a
+  helper thread, and the caller's side waits on a queue, looking at `abort` every few
+  milliseconds; on abort the stream is closed and the reply ends with stop_reason "aborted";
+- it yields deltas and then exactly one ``{"type": "done"}``, and never raises.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import queue
+import socket
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from mulligan.messages import AssistantMessage, Block, Usage, error_message
+from mulligan.providers.base import StreamDelta
+from mulligan.providers.errors import Failure
+from mulligan.providers.retry import Backoff
+
+ABORTED = "aborted by the user"
+# How often a waiting reader looks at the abort event while the server says nothing.
+_POLL = 0.02
+
+
+class Fold(Protocol):
+    """Folds one attempt's SDK stream events into our deltas and, at the end, a message."""
+
+    def feed(self, event: Any) -> list[StreamDelta]:
+        """The deltas one event adds (often none)."""
+        ...
+
+    def finished(self) -> bool:
+        """True once the provider has said the message is complete."""
+        ...
+
+    def partial(self) -> list[Block]:
+        """The content so far, without tool calls whose arguments are incomplete."""
+        ...
+
+    def message(self) -> AssistantMessage:
+        """The complete message (only after `finished()`)."""
+        ...
+
+    def usage(self) -> Usage | None:
+        """Token counts reported so far, if any."""
+        ...
+
+
+class Closable(Iterable[Any], Protocol):
+    def close(self) -> None: ...
+
+
+@dataclass
+class Call:
+    """What an adapter tells the driver about one request."""
+
+    provider: str                                  # "anthropic", "openai": prefixes every error
+    model: str                                     # recorded on the final message
+    open: Callable[[], Closable]                   # makes the request; returns the SDK stream
+    fold: Callable[[], Fold]                       # a fresh fold for each attempt
+    describe: Callable[[BaseException], Failure]   # an SDK exception, described
+
+
+def stream_reply(
+    call: Call, *, backoff: Backoff, sleep: Callable[[float], None] | None,
+    abort: threading.Event | None,
+) -> Iterator[StreamDelta]:
+    """Yield the reply's deltas, then one done message. Never raises.
+
+    `sleep` waits between attempts; None waits on `abort` (so an abort cuts the wait short).
+    """
+    attempt = 0
+    while True:
+        if abort is not None and abort.is_set():
+            yield _done(call, error_message(ABORTED, stop_reason="aborted"), None)
+            return
+        fold = call.fold()
+        streamed = False
+        pump = _Pump(call.open)
+        failure: Failure | None = None
+        try:
+            for kind, value in pump.items(abort):
+                if kind == "event":
+                    for delta in fold.feed(value):
+                        streamed = True
+                        yield delta
+                elif kind == "aborted":
+                    yield _done(call, error_message(ABORTED, stop_reason="aborted",
+                                                    content=fold.partial()), fold)
+                    return
+                elif kind == "raised":
+                    if fold.finished():  # a fault after the provider said "complete"
+                        yield _done(call, fold.message(), fold)
+                        return
+                    failure = call.describe(value)
+                    break
+            else:
+                if fold.finished():
+                    yield _done(call, fold.message(), fold)
+                    return
+                failure = Failure("the stream ended before the reply was complete",
+                                  retryable=True)
+        finally:
+            pump.stop()
+        assert failure is not None
+        reason = _give_up_reason(failure, streamed, attempt, backoff)
+        if reason is not None:
+            yield _done(call, error_message(f"{call.provider}: {reason}",
+                                            content=fold.partial()), fold)
+            return
+        delay = backoff.delay(attempt, failure.retry_after)
+        attempt += 1
+        if sleep is not None:
+            sleep(delay)
+        elif abort is not None:
+            abort.wait(delay)
+        else:
+            threading.Event().wait(delay)
+
+
+def _give_up_reason(
+    failure: Failure, streamed: bool, attempt: int, backoff: Backoff
+) -> str | None:
+    """Why this failure ends the reply, or None to try again."""
+    if not failure.retryable:
+        return f"{failure.text} (not retried)"
+    if streamed:
+        return f"{failure.text} (part of the reply had already arrived; not retried)"
+    if attempt >= backoff.max_retries:
+        if attempt == 0:
+            return f"{failure.text} (retries are off)"
+        return f"gave up after {attempt + 1} attempts: {failure.text}"
+    if failure.retry_after is not None and failure.retry_after > backoff.max_wait:
+        return (f"{failure.text} (the server asked to wait {failure.retry_after:.0f} s, "
+                f"longer than {backoff.max_wait:.0f} s; not retried)")
+    return None
+
+
+def _done(call: Call, message: AssistantMessage, fold: Fold | None) -> StreamDelta:
+    usage = fold.usage() if fold is not None else None
+    if usage:
+        message["usage"] = usage
+    message["model"] = call.model
+    return {"type": "done", "message": message}
+
+
+class _Pump:
+    """Reads an SDK stream on a helper thread and hands its events over through a queue, so
+    that the reader can give up (abort) while the server is silent. Items are ("event", e),
+    ("raised", exception), and finally ("end", None); `items` adds ("aborted", None)."""
+
+    def __init__(self, open_stream: Callable[[], Closable]) -> None:
+        self._open = open_stream
+        self._queue: queue.Queue[tuple[str, Any]] = queue.Queue()
+        self._stopped = threading.Event()
+        self._stream: Closable | None = None
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._run, name="mulligan-provider-stream",
+                                        daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        stream: Closable | None = None
+        try:
+            stream = self._open()
+            with self._lock:
+                self._stream = stream
+            for event in stream:
+                if self._stopped.is_set():
+                    break
+                self._queue.put(("event", event))
+            self._queue.put(("end", None))
+        except Exception as exc:  # handed to the reader, which describes it
+            self._queue.put(("raised", exc))
+        finally:
+            if stream is not None:
+                with contextlib.suppress(Exception):
+                    stream.close()
+
+    def items(self, abort: threading.Event | None) -> Iterator[tuple[str, Any]]:
+        """The stream's items until it ends or raises, or ("aborted", None) once `abort` is
+        set."""
+        while True:
+            if abort is not None and abort.is_set():
+                yield ("aborted", None)
+                return
+            try:
+                kind, value = self._queue.get(timeout=_POLL if abort is not None else None)
+            except queue.Empty:
+                continue
+            if kind == "end":
+                return
+            yield (kind, value)
+            if kind == "raised":
+                return
+
+    def stop(self) -> None:
+        """Tell the helper to stop, and hang up so that a read blocked on a silent server ends
+        now rather than at the read timeout. (Closing the response from this thread does not
+        wake a blocked read; shutting the socket down does. The helper then closes the
+        stream itself.)"""
+        self._stopped.set()
+        with self._lock:
+            stream = self._stream
+        if stream is not None and self._thread.is_alive():
+            with contextlib.suppress(Exception):
+                _hang_up(stream)
+
+
+def _hang_up(stream: Any) -> None:
+    """Shut down the socket under an SDK stream, found through its httpx response's
+    documented "network_stream" extension."""
+    network = stream.response.extensions.get("network_stream")
+    sock = network.get_extra_info("socket") if network is not None else None
+    if sock is not None:
+        sock.shutdown(socket.SHUT_RDWR)

@@ -1,0 +1,176 @@
+"""A scripted HTTP server on 127.0.0.1 for provider tests (http.server, ThreadingHTTPServer).
+
+Each POST takes the next item of the script and answers with it:
+
+- `Sse(events)`: 200, ``text/event-stream``, chunked, one chunk per event; `cut_after=n` sends
+  n events and then drops the connection mid-body (no terminating chunk); `stall_after=n`
+  sends n events and then goes silent until the server is closed.
+- `Status(status, body, headers)`: an error response with a JSON body.
+- `Drop()`: closes the connection without answering (a connection reset).
+
+Every request is recorded (`requests`: path, lower-cased headers, parsed JSON body) before it
+is answered. Past the end of the script the server answers 500 with "script exhausted".
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import socket
+import threading
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+# An event is (event name or None, data): data is a dict (sent as JSON) or a raw string.
+Event = tuple[str | None, "dict[str, Any] | str"]
+
+
+@dataclass
+class Sse:
+    events: list[Event]
+    cut_after: int | None = None
+    stall_after: int | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class Status:
+    status: int
+    body: dict[str, Any]
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class Drop:
+    pass
+
+
+Answer = Sse | Status | Drop
+
+
+@dataclass
+class Received:
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: Any
+
+
+def sse_bytes(event: Event) -> bytes:
+    name, data = event
+    payload = data if isinstance(data, str) else json.dumps(data)
+    head = f"event: {name}\n" if name is not None else ""
+    return (head + f"data: {payload}\n\n").encode()
+
+
+class ScriptedServer:
+    """Start with `with ScriptedServer(script) as server:`; `server.url` is its base URL."""
+
+    def __init__(self, script: list[Answer], *, base_path: str = "") -> None:
+        self.script = list(script)
+        self.requests: list[Received] = []
+        self.stopping = threading.Event()
+        self._lock = threading.Lock()
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
+        self._httpd.daemon_threads = True
+        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+        self.url = f"http://127.0.0.1:{self._httpd.server_address[1]}{base_path}"
+
+    def __enter__(self) -> ScriptedServer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.stopping.set()
+        self._httpd.shutdown()
+        self._httpd.server_close()
+
+    def next_answer(self, received: Received) -> Answer:
+        with self._lock:
+            self.requests.append(received)
+            index = len(self.requests) - 1
+        if index < len(self.script):
+            return self.script[index]
+        return Status(500, {"error": {"type": "api_error", "message": "script exhausted"}})
+
+
+def _handler_for(server: ScriptedServer) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass  # quiet tests
+
+        def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
+            length = int(self.headers.get("content-length", "0"))
+            raw = self.rfile.read(length)
+            try:
+                body: Any = json.loads(raw)
+            except ValueError:
+                body = raw.decode(errors="replace")
+            received = Received("POST", self.path, {k.lower(): v for k, v in self.headers.items()},
+                                body)
+            answer = server.next_answer(received)
+            if isinstance(answer, Drop):
+                self.close_connection = True
+                with contextlib.suppress(OSError):
+                    self.connection.shutdown(socket.SHUT_RDWR)
+            elif isinstance(answer, Status):
+                self._status(answer)
+            else:
+                self._sse(answer)
+
+        def _status(self, answer: Status) -> None:
+            data = json.dumps(answer.body).encode()
+            self.send_response(answer.status)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(data)))
+            for name, value in answer.headers.items():
+                self.send_header(name, value)
+            self.end_headers()
+            self.wfile.write(data)
+
+        def _sse(self, answer: Sse) -> None:
+            self.send_response(200)
+            self.send_header("content-type", "text/event-stream; charset=utf-8")
+            self.send_header("cache-control", "no-cache")
+            self.send_header("transfer-encoding", "chunked")
+            for name, value in answer.headers.items():
+                self.send_header(name, value)
+            self.end_headers()
+            for sent, event in enumerate(answer.events):
+                if sent == answer.cut_after:
+                    self._drop()
+                    return
+                if sent == answer.stall_after:
+                    self._stall()
+                    return
+                self._chunk(sse_bytes(event))
+            if answer.stall_after is not None and answer.stall_after >= len(answer.events):
+                self._stall()
+                return
+            self.wfile.write(b"0\r\n\r\n")
+            self.wfile.flush()
+
+        def _chunk(self, data: bytes) -> None:
+            self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+            self.wfile.flush()
+
+        def _drop(self) -> None:
+            # Half a chunk, then gone: the client sees the body end mid-message.
+            self.wfile.write(b"40\r\ndata: {\"type\": \"cont")
+            self.wfile.flush()
+            self.close_connection = True
+            with contextlib.suppress(OSError):
+                self.connection.shutdown(socket.SHUT_RDWR)
+
+        def _stall(self) -> None:
+            while not server.stopping.wait(0.02):
+                pass
+            self.close_connection = True
+
+    return Handler
