@@ -1,0 +1,139 @@
+"""`mulligan`: argument parsing and wiring only. What each command does is in `mulligan.modes`.
+
+    mulligan                         the REPL in the current folder
+    mulligan -p "task" [--mode json] one run: the final answer, or JSON lines
+    mulligan sessions ls|show|tree|export|check|repair|migrate   (alias: mulligan session ...)
+
+Exit status: 0 done; 1 the run failed or the command could not be done; 2 bad usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from mulligan import __version__
+
+EPILOG = """\
+sessions are files under $MULLIGAN_HOME (default ~/.mulligan):
+  sessions/<folder>/<timestamp>_<id>.jsonl, one per conversation, written from the first message.
+'mulligan session ...' is an alias of 'mulligan sessions ...'.
+testing aid: --model scripted:FILE answers from FILE, a JSON list of replies (no network).
+"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="mulligan", formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EPILOG,
+        description="A coding agent for the terminal whose sessions you can take back. "
+                    "Without -p, starts the interactive REPL in the working folder.")
+    parser.add_argument("--version", action="version", version=f"mulligan {__version__}")
+    parser.add_argument("-p", "--print", metavar="TASK",
+                        help="run TASK once, print only the final answer, and exit "
+                             "(exit status 1 if the run failed); '-' reads TASK from stdin")
+    parser.add_argument("--mode", choices=("text", "json"), default="text",
+                        help="with -p: 'text' prints the final answer (default), 'json' prints "
+                             "every event as one JSON object per line")
+    parser.add_argument("--model", metavar="NAME",
+                        help="provider/model, e.g. anthropic/claude-sonnet-4-5, "
+                             "openai/gpt-4o, local/smollm2-135m, local:/path/model.gguf "
+                             "(default: config.toml's model, else the embedded local model)")
+    parser.add_argument("--base-url", metavar="URL",
+                        help="talk to this endpoint instead of the provider's default "
+                             "(e.g. an OpenAI-compatible server)")
+    parser.add_argument("--cwd", metavar="DIR",
+                        help="the working folder the tools act in (default: the current one)")
+    parser.add_argument("--max-turns", type=int, metavar="N",
+                        help="stop a run after N model calls")
+    parser.add_argument("--system-prompt-file", metavar="FILE",
+                        help="use FILE instead of the built-in base system prompt (the working "
+                             "folder and AGENTS.md are still added)")
+    which = parser.add_mutually_exclusive_group()
+    which.add_argument("-c", "--continue", dest="continue_", action="store_true",
+                       help="continue the newest session of this folder")
+    which.add_argument("-r", "--resume", action="store_true",
+                       help="pick one of this folder's sessions to continue")
+    which.add_argument("--session", metavar="FILE",
+                       help="use this session file (created at the first message if missing)")
+    which.add_argument("--no-session", action="store_true",
+                       help="save nothing (no /tree, /back or /edit)")
+
+    commands = parser.add_subparsers(dest="command", metavar="{sessions,session}")
+    sessions = commands.add_parser(
+        "sessions", aliases=["session"], help="list, show, export and check session files",
+        description="Session files. FILE is a path, or the start of a file name among this "
+                    "folder's sessions. 'session' is an alias of 'sessions'.")
+    actions = sessions.add_subparsers(dest="action", required=True, metavar="ACTION")
+
+    def with_file(name: str, about: str) -> argparse.ArgumentParser:
+        sub = actions.add_parser(name, help=about, description=about)
+        sub.add_argument("file", metavar="FILE")
+        return sub
+
+    ls = actions.add_parser("ls", help="this folder's sessions, newest first: name, entries, "
+                                       "branches, last activity")
+    ls.add_argument("--all", action="store_true", help="every folder's sessions")
+    show = with_file("show", "the transcript of a branch (default: the one ending at the tip)")
+    show.add_argument("--leaf", metavar="ID", help="the branch ending at entry ID")
+    tree = with_file("tree", "the session as a tree; abandoned attempts are folded")
+    tree.add_argument("--all", action="store_true", help="unfold abandoned attempts")
+    tree.add_argument("--width", type=int, help="line width (default: the terminal's)")
+    export = with_file("export", "a branch as Markdown, or as a new linear session file")
+    export.add_argument("--format", choices=("md", "jsonl"), default="md",
+                        help="md: a Markdown transcript (default); jsonl: a new session file "
+                             "holding only that branch")
+    export.add_argument("--leaf", metavar="ID", help="the branch ending at entry ID")
+    export.add_argument("-o", "--output", metavar="OUT",
+                        help="where to write (md default: stdout; jsonl default: a new session "
+                             "file of this folder)")
+    with_file("check", "report problems in a session file (exit status 1 if any)")
+    with_file("repair", "make a damaged session file readable again (keeps a backup)")
+    migrate = actions.add_parser("migrate", help="rewrite a session file from before parents "
+                                                 "existed into the current format")
+    migrate.add_argument("old", metavar="OLD")
+    migrate.add_argument("new", metavar="NEW")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Parse `argv` (default: sys.argv[1:]) and run the command; returns the exit status."""
+    from mulligan import modes
+
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    out, err = sys.stdout, sys.stderr
+    try:
+        if args.command in ("sessions", "session"):
+            return _ACTIONS[args.action](args, out)
+        if args.mode != "text" and args.print is None:
+            raise modes.UsageError("--mode needs -p")
+        if args.print is not None:
+            if args.resume:
+                raise modes.UsageError("-r/--resume picks interactively; use -c or --session "
+                                       "with -p")
+            return modes.run_print(args, out, err)
+        return modes.run_interactive(args, err)
+    except modes.UsageError as exc:
+        parser.print_usage(err)
+        print(f"mulligan: error: {exc}", file=err)
+        return 2
+    except (ValueError, OSError, RuntimeError) as exc:
+        # Named errors from below: MissingApiKey, UnknownModel, LeaseHeld, SessionError, ...
+        print(f"mulligan: {exc}", file=err)
+        return 1
+
+
+def _action(name: str):  # type: ignore[no-untyped-def]
+    def run(args: argparse.Namespace, out) -> int:  # type: ignore[no-untyped-def]
+        from mulligan import modes
+
+        result: int = getattr(modes, name)(args, out)
+        return result
+    return run
+
+
+_ACTIONS = {"ls": _action("sessions_ls"), "show": _action("sessions_show"),
+            "tree": _action("sessions_tree"), "export": _action("sessions_export"),
+            "check": _action("session_check"), "repair": _action("session_repair"),
+            "migrate": _action("session_migrate")}

@@ -1,0 +1,208 @@
+"""Slash commands: parsing a line, calling the Controller, and the words shown back.
+
+In: the Controller and one line that starts with "/". Out: an `Outcome` -- lines to print,
+text to put in the input box, whether to quit, or which picker the REPL should open. Session
+logic lives in the Controller; this only maps words to its methods and its answers to text.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mulligan.session.store import SessionSummary
+
+COMMANDS: dict[str, tuple[str, str]] = {
+    "tree": ("[all]", "the session as a tree; 'all' unfolds abandoned attempts"),
+    "back": ("[ID]", "go back to entry ID (the next message follows it); alone: pick a message"),
+    "edit": ("[ID]", "go back to just before your message ID (default: the last) and edit it"),
+    "label": ("ID TEXT", "label an entry (empty TEXT removes the label)"),
+    "name": ("TEXT", "name this session"),
+    "fork": ("", "copy the current branch into a new session file and continue there"),
+    "sessions": ("[all]", "this folder's sessions, newest first"),
+    "resume": ("[N|FILE]", "switch to another session (alone: pick one)"),
+    "model": ("[NAME]", "show or change the model (recorded in the session)"),
+    "export": ("[md|jsonl] [FILE]", "write the current branch as Markdown or a new session"),
+    "help": ("", "this list"),
+    "quit": ("", "leave (Ctrl-D, or Ctrl-C twice, also quit)"),
+}
+
+
+@dataclass
+class Outcome:
+    """What the REPL should do after a command."""
+
+    lines: list[str] = field(default_factory=list)
+    error: bool = False
+    fill: str | None = None          # put this text in the input box
+    quit: bool = False
+    pick: str | None = None          # "back" or "resume": open that picker
+    choices: list[tuple[str, str]] = field(default_factory=list)
+
+
+def help_lines() -> list[str]:
+    width = max(len(f"/{n} {a}") for n, (a, _) in COMMANDS.items())
+    lines = [f"  {f'/{n} {a}'.strip():<{width}}  {d}" for n, (a, d) in COMMANDS.items()]
+    return ["Commands:", *lines,
+            "Keys: Enter sends; Alt-Enter (or Ctrl-J) starts a new line. During a run, Enter "
+            "queues a steering message and Alt-Enter a follow-up; Ctrl-C aborts the run.",
+            "Ctrl-C twice at the prompt, or Ctrl-D, quits."]
+
+
+def format_sessions(found: Sequence[SessionSummary], *, numbered: bool = False,
+                    show_folder: bool = False) -> list[str]:
+    """One line per session: name (or first words), entries, branches, last activity, file."""
+    if not found:
+        return ["(no sessions yet)"]
+    lines = []
+    for number, s in enumerate(found, 1):
+        lead = f"{number:>3}. " if numbered else ""
+        when = s.last_activity.replace("T", " ")[:16]
+        if s.problem:
+            lines.append(f"{lead}{when}  unreadable: {s.problem}  {s.path}")
+            continue
+        title = s.name or (s.first_message[:40] + ("…" if len(s.first_message) > 40 else ""))
+        folder = f"  [{s.cwd}]" if show_folder and s.cwd else ""
+        lines.append(f"{lead}{when}  {s.entries:>4} entries  {s.branches:>2} branch"
+                     f"{'es' if s.branches != 1 else '  '}  {title or '(untitled)'}{folder}"
+                     f"\n{' ' * len(lead)}      {s.path}")
+    return lines
+
+
+def run_command(controller: Any, line: str, *, width: int = 80) -> Outcome:
+    """Do the slash command `line`. A refusal or bad argument is an Outcome with `error` set and
+    a line saying why; nothing here raises for those."""
+    from mulligan.app import Refused
+    from mulligan.session import SessionError
+    from mulligan.session.lease import LeaseHeld
+
+    try:
+        words = shlex.split(line[1:])
+    except ValueError:
+        words = line[1:].split()
+    if not words:
+        return Outcome(help_lines())
+    name, args = words[0].lower(), words[1:]
+    handler = _HANDLERS.get(name)
+    if handler is None:
+        return Outcome([f"unknown command /{name}; /help lists them"], error=True)
+    try:
+        return handler(controller, args, width)
+    except (Refused, SessionError, LeaseHeld, ValueError, OSError) as exc:
+        return Outcome([str(exc)], error=True)
+
+
+def _tree(c: Any, args: list[str], width: int) -> Outcome:
+    return Outcome(c.tree_lines(fold=not (args and args[0] == "all"), width=width))
+
+
+def _back(c: Any, args: list[str], width: int) -> Outcome:
+    if not args:
+        c._need_file("/back")
+        c._idle("/back")
+        choices = c.user_choices()
+        if not choices:
+            return Outcome(["/back: there is no message of yours on this branch"], error=True)
+        return Outcome(pick="back", choices=choices)
+    c.back(args[0])
+    return Outcome([f"back at {args[0]}: your next message follows it"])
+
+
+def back_before(c: Any, entry_id: str) -> Outcome:
+    """The /back picker's choice: go back to just before the user message `entry_id`."""
+    text = c.edit(entry_id)
+    words = " ".join(text.split())
+    return Outcome([f"back before {entry_id} ({words[:50]}): your next message replaces it"])
+
+
+def _edit(c: Any, args: list[str], width: int) -> Outcome:
+    text = c.edit(args[0] if args else None)
+    return Outcome(["edit and press Enter to send again"], fill=text)
+
+
+def _label(c: Any, args: list[str], width: int) -> Outcome:
+    if not args:
+        return Outcome(["usage: /label ID TEXT"], error=True)
+    c.label(args[0], " ".join(args[1:]))
+    return Outcome([f"labelled {args[0]}" if args[1:] else f"label taken off {args[0]}"])
+
+
+def _name(c: Any, args: list[str], width: int) -> Outcome:
+    if not args:
+        return Outcome(["usage: /name TEXT"], error=True)
+    c.name(" ".join(args))
+    return Outcome([f"session named {' '.join(args)!r}"])
+
+
+def _fork(c: Any, args: list[str], width: int) -> Outcome:
+    origin = c.session_file
+    new = c.fork()
+    return Outcome([f"forked {origin} into {new}; you are in the new session now"])
+
+
+def _sessions(c: Any, args: list[str], width: int) -> Outcome:
+    every = bool(args and args[0] == "all")
+    return Outcome(format_sessions(c.sessions(every_folder=every), numbered=True,
+                                   show_folder=every))
+
+
+def _resume(c: Any, args: list[str], width: int) -> Outcome:
+    found = c.sessions()
+    if not args:
+        return Outcome(format_sessions(found, numbered=True), pick="resume",
+                       choices=[(str(s.path), s.name or s.first_message) for s in found])
+    target = args[0]
+    chosen = found[int(target) - 1].path if target.isdigit() and 0 < int(target) <= len(found) \
+        else Path(target).expanduser()
+    return resume_to(c, str(chosen))
+
+
+def resume_to(c: Any, target: str) -> Outcome:
+    """The /resume picker's choice (or argument): carry on in session file `target`."""
+    if not Path(target).is_file():
+        return Outcome([f"/resume: no session file {target}"], error=True)
+    c.resume(Path(target))
+    return Outcome([f"resumed {target} ({len(c.harness.messages)} messages on its branch)"])
+
+
+def _model(c: Any, args: list[str], width: int) -> Outcome:
+    from mulligan.app import model_label
+
+    if not args:
+        return Outcome([f"model: {model_label(c.model)}"])
+    return Outcome([f"model is now {c.set_model(args[0])}"])
+
+
+def _export(c: Any, args: list[str], width: int) -> Outcome:
+    from mulligan.session.export import to_markdown, write_linear
+    from mulligan.session.store import new_session_path
+
+    log = c._need_file("/export")
+    kind = args[0] if args else "md"
+    if kind not in ("md", "jsonl"):
+        return Outcome(["usage: /export [md|jsonl] [FILE]"], error=True)
+    stem = Path(log.path).stem
+    if kind == "md":
+        target = Path(args[1]) if len(args) > 1 else c.cwd / f"mulligan-{stem}.md"
+        target.write_text(to_markdown(log.entries(), log.tip(), title=f"Session {stem}"),
+                          encoding="utf-8")
+    else:
+        target = Path(args[1]) if len(args) > 1 else new_session_path(c.home, c.cwd)
+        write_linear(log.entries(), log.tip(), target, origin_file=log.path)
+    return Outcome([f"wrote {target}"])
+
+
+def _help(c: Any, args: list[str], width: int) -> Outcome:
+    return Outcome(help_lines())
+
+
+def _quit(c: Any, args: list[str], width: int) -> Outcome:
+    return Outcome(quit=True)
+
+
+_HANDLERS = {"tree": _tree, "back": _back, "edit": _edit, "label": _label, "name": _name,
+             "fork": _fork, "sessions": _sessions, "resume": _resume, "model": _model,
+             "export": _export, "help": _help, "quit": _quit, "exit": _quit}

@@ -1,0 +1,115 @@
+"""Live terminal rendering of a run: a fold over events onto a rich Console.
+
+Assistant text is written as it streams; a tool call is one dim line (``▸ read main.py``) and
+its result a few indented lines, folded past `fold_lines` with a count of the rest; errors are
+red, an aborted reply says so. User messages queued during the run (steering, follow-ups) are
+shown when the loop takes them. `finish()` says whether the run ended well. Never touches the
+transcript or the session file.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from rich.console import Console
+from rich.text import Text
+
+from mulligan.messages import text_of
+
+
+class LiveRenderer:
+    """render(event) for each event of one run, then finish() -> True unless the last assistant
+    message failed. `show_prompt` echoes the run's first user message (the REPL does not: the
+    user just typed it)."""
+
+    def __init__(self, console: Console, *, fold_lines: int = 4, show_prompt: bool = False):
+        self.console = console
+        self.fold_lines = fold_lines
+        self.show_prompt = show_prompt
+        self.last: dict[str, Any] | None = None
+        self._midline = False
+        self._streamed = False
+        self._users_seen = 0
+
+    def _write(self, text: str, style: str | None = None) -> None:
+        if not text:
+            return
+        self.console.print(Text(text, style=style or ""), end="", soft_wrap=True)
+        self._midline = not text.endswith("\n")
+
+    def _line(self, text: str | Text, style: str | None = None) -> None:
+        if self._midline:
+            self.console.print()
+            self._midline = False
+        shown = text if isinstance(text, Text) else Text(text, style=style or "")
+        self.console.print(shown, soft_wrap=True)
+
+    def render(self, event: dict[str, Any]) -> None:
+        kind = event.get("type")
+        if kind == "message_start":
+            self._streamed = False
+        elif kind == "message_update":
+            delta = event.get("delta") or {}
+            if delta.get("type") == "text":
+                self._streamed = True
+                self._write(delta.get("delta", ""))
+            elif delta.get("type") == "thinking":
+                self._streamed = True
+                self._write(delta.get("delta", ""), "dim italic")
+        elif kind == "message_end":
+            self._message_end(event["message"])
+        elif kind == "tool_execution_start":
+            self._line(Text("▸ ", style="cyan") + Text(
+                f"{event.get('tool_name')} {_brief(event.get('arguments') or {})}", style="dim"))
+        elif kind == "tool_execution_end":
+            self._result(event.get("result") or {}, bool(event.get("is_error")))
+
+    def _message_end(self, message: dict[str, Any]) -> None:
+        role = message.get("role")
+        if role == "user":
+            self._users_seen += 1
+            if self._users_seen > 1 or self.show_prompt:
+                self._line(Text("› ", style="bold green") + Text(str(message.get("content"))))
+            return
+        if role != "assistant":
+            return
+        self.last = message
+        if not self._streamed:
+            words = text_of(message)  # type: ignore[arg-type]
+            if words:
+                self._line(words)
+        elif self._midline:
+            self._line("")
+        self._streamed = False
+        reason = message.get("stop_reason")
+        if reason == "error":
+            self._line(f"error: {message.get('error_message', 'the run failed')}", "bold red")
+        elif reason == "aborted":
+            self._line("(aborted)", "yellow")
+
+    def _result(self, result: dict[str, Any], is_error: bool) -> None:
+        lines = str(result.get("content", "")).splitlines() or ["(no output)"]
+        style = "red" if is_error else "dim"
+        for line in lines[: self.fold_lines]:
+            self._line(Text("  │ ", style="cyan") + Text(line, style=style))
+        hidden = len(lines) - self.fold_lines
+        if hidden > 0:
+            self._line(Text(f"  │ … {hidden} more line{'s' if hidden > 1 else ''}",
+                            style="cyan dim"))
+
+    def finish(self) -> bool:
+        if self._midline:
+            self.console.print()
+            self._midline = False
+        return self.last is not None and self.last.get("stop_reason") not in ("error", "aborted")
+
+
+def _brief(arguments: dict[str, Any], room: int = 100) -> str:
+    if len(arguments) == 1:
+        (value,) = arguments.values()
+        text = value if isinstance(value, str) else json.dumps(value)
+    else:
+        text = json.dumps(arguments, ensure_ascii=False)
+    text = " ".join(text.split())
+    return text if len(text) <= room else text[: room - 1] + "…"

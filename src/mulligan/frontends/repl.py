@@ -1,0 +1,299 @@
+"""The interactive REPL: prompt_toolkit for input, rich for output, a Controller underneath.
+
+Keys: Enter sends; Alt-Enter (Escape then Enter) or Ctrl-J starts a new line. A run happens on a
+worker thread so the prompt stays live: during a run Enter queues a steering message and
+Alt-Enter a follow-up, and Ctrl-C aborts the run (the transcript stays valid: the loop records
+the aborted reply). At the prompt, Ctrl-C clears the line, twice in a row quits; Ctrl-D on an
+empty line quits. Slash commands complete with Tab.
+
+This layer only moves text between the terminal and the Controller (see
+`frontends.commands` for the commands). Tests drive it through prompt_toolkit's pipe input.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from prompt_toolkit import PromptSession
+from prompt_toolkit.completion import Completer, Completion
+from prompt_toolkit.document import Document
+from prompt_toolkit.history import FileHistory, History, InMemoryHistory
+from prompt_toolkit.input import Input
+from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
+from prompt_toolkit.output import Output
+from prompt_toolkit.patch_stdout import patch_stdout
+from rich.console import Console
+
+from mulligan.frontends.commands import COMMANDS, Outcome, back_before, resume_to, run_command
+from mulligan.frontends.live import LiveRenderer
+from mulligan.session.store import private_dirs
+
+
+class SlashCompleter(Completer):
+    """Completes command names after a leading "/" (and "all" after /tree and /sessions)."""
+
+    def get_completions(self, document: Document, complete_event: Any) -> Iterable[Completion]:
+        text = document.text_before_cursor
+        if not text.startswith("/") or "\n" in text:
+            return
+        if " " not in text:
+            for name, (_args, about) in COMMANDS.items():
+                if name.startswith(text[1:]):
+                    yield Completion("/" + name, start_position=-len(text),
+                                     display_meta=about)
+            return
+        command, _, rest = text.partition(" ")
+        if command in ("/tree", "/sessions") and "all".startswith(rest):
+            yield Completion("all", start_position=-len(rest))
+        elif command == "/export":
+            for kind in ("md", "jsonl"):
+                if kind.startswith(rest):
+                    yield Completion(kind, start_position=-len(rest))
+
+
+class Repl:
+    """The REPL over `controller`. `input`/`output` are prompt_toolkit's (None: the terminal);
+    `console` is where runs and command answers are printed; `history_file` keeps typed lines
+    across runs (None: in memory)."""
+
+    def __init__(self, controller: Any, *, console: Console | None = None,
+                 input: Input | None = None, output: Output | None = None,
+                 history_file: Path | None = None, width: int | None = None) -> None:
+        self.controller = controller
+        self.console = console or Console(highlight=False)
+        self.width = width
+        self._ctrl_c = False
+        self._kind = "steer"
+        self._fill: str | None = None
+        self._worker: threading.Thread | None = None
+        self._idle = threading.Condition()
+        self.idle_count = 0          # how many times the REPL has come to rest; for tests
+        history: History = InMemoryHistory()
+        if history_file is not None:
+            private_dirs(history_file.parent)
+            history = FileHistory(str(history_file))
+        self.session: PromptSession[str] = PromptSession(
+            multiline=True, key_bindings=self._bindings(), history=history,
+            completer=SlashCompleter(), complete_while_typing=False,
+            input=input, output=output, prompt_continuation=lambda w, n, s: ". ".rjust(w),
+        )
+        self.session.default_buffer.on_text_changed += self._typed
+
+    def _typed(self, _buffer: Any) -> None:
+        self._ctrl_c = False  # "Ctrl-C twice" means twice in a row
+
+    # -- keys -----------------------------------------------------------------------------
+
+    def _bindings(self) -> KeyBindings:
+        kb = KeyBindings()
+
+        @kb.add("enter")
+        def _send(event: KeyPressEvent) -> None:
+            self._ctrl_c = False
+            self._kind = "steer"
+            event.current_buffer.validate_and_handle()
+
+        @kb.add("escape", "enter")
+        def _alt_enter(event: KeyPressEvent) -> None:
+            self._ctrl_c = False
+            if self.controller.is_running and event.current_buffer.text.strip():
+                self._kind = "follow_up"
+                event.current_buffer.validate_and_handle()
+            else:
+                event.current_buffer.insert_text("\n")
+
+        @kb.add("c-j")
+        def _newline(event: KeyPressEvent) -> None:
+            event.current_buffer.insert_text("\n")
+
+        @kb.add("c-c")
+        def _interrupt(event: KeyPressEvent) -> None:
+            buffer = event.current_buffer
+            if self.controller.is_running:
+                self.controller.abort()
+                self._print("aborting the run…", "yellow")
+            elif buffer.text:
+                buffer.reset()
+                self._ctrl_c = False
+            elif self._ctrl_c:
+                event.app.exit(result=None)
+            else:
+                self._ctrl_c = True
+                self._print("(Ctrl-C again, or Ctrl-D, to quit)", "dim")
+
+        @kb.add("c-d")
+        def _eof(event: KeyPressEvent) -> None:
+            if event.current_buffer.text:
+                event.current_buffer.delete()
+            else:
+                event.app.exit(result=None)
+
+        return kb
+
+    # -- the loop -------------------------------------------------------------------------
+
+    def _print(self, text: str, style: str | None = None) -> None:
+        self.console.print(text, style=style, markup=False, highlight=False, soft_wrap=True)
+
+    def _mark_idle(self) -> None:
+        with self._idle:
+            self.idle_count += 1
+            self._idle.notify_all()
+
+    def wait_idle(self, after: int, timeout: float = 30.0) -> bool:
+        """Block until the REPL has come to rest more than `after` times (for tests)."""
+        with self._idle:
+            return self._idle.wait_for(lambda: self.idle_count > after, timeout)
+
+    def _message(self) -> str:
+        return "… " if self.controller.is_running else "› "
+
+    def run(self) -> int:
+        """Read and act until the user quits. Returns the exit status (0)."""
+        try:
+            return asyncio.run(self._main())
+        finally:
+            worker = self._worker
+            if worker is not None and worker.is_alive():
+                self.controller.abort()
+                worker.join()
+            self.controller.close()
+
+    async def _main(self) -> int:
+        with patch_stdout(raw=True):
+            return await self._loop()
+
+    async def _loop(self) -> int:
+        self._mark_idle()
+        while True:
+            fill, self._fill = self._fill, None
+            text = await self.session.prompt_async(self._message, default=fill or "")
+            if text is None:  # Ctrl-D, or Ctrl-C twice
+                if self.controller.is_running:
+                    self.controller.abort()
+                return 0
+            stripped = text.strip()
+            if not stripped:
+                if not self.controller.is_running:
+                    self._mark_idle()
+                continue
+            if stripped.startswith("/"):
+                if not await self._command(stripped):
+                    return 0
+            elif self.controller.is_running:
+                self._queue(stripped)
+            else:
+                self._start_run(text)
+            if not self.controller.is_running:
+                self._mark_idle()
+
+    def _queue(self, text: str) -> None:
+        if self._kind == "follow_up":
+            self.controller.follow_up(text)
+            self._print(f"(queued as a follow-up: {text})", "dim")
+        else:
+            self.controller.steer(text)
+            self._print(f"(queued as steering: {text})", "dim")
+
+    def _start_run(self, text: str) -> None:
+        events = self.controller.run_prompt(text)
+        renderer = LiveRenderer(self.console)
+
+        def work() -> None:
+            try:
+                for event in events:
+                    renderer.render(event)
+            except Exception as exc:  # a listener (the saver) failed: say so, keep the REPL
+                self._print(f"the run stopped: {exc}", "bold red")
+            finally:
+                renderer.finish()
+                self._mark_idle()
+                app = self.session.app
+                if app.is_running:
+                    app.invalidate()
+
+        self._worker = threading.Thread(target=work, name="mulligan-run", daemon=True)
+        self._worker.start()
+
+    async def _command(self, line: str) -> bool:
+        """Do one slash command; False means quit."""
+        width = self.width or self.console.width
+        outcome = run_command(self.controller, line, width=width)
+        if outcome.pick is not None:
+            outcome = await self._pick(outcome)
+        for shown in outcome.lines:
+            self._print(shown, "red" if outcome.error else None)
+        if outcome.fill is not None:
+            self._fill = outcome.fill
+        return not outcome.quit
+
+    async def _pick(self, outcome: Outcome) -> Outcome:
+        """A numbered picker for /back (your earlier messages) and /resume (sessions)."""
+        for shown in outcome.lines:
+            self._print(shown)
+        if outcome.pick == "back":
+            for number, (entry_id, words) in enumerate(outcome.choices, 1):
+                flat = " ".join(words.split())
+                self._print(f"{number:>3}. {entry_id}  {flat[:70]}")
+        if not outcome.choices:
+            return Outcome()
+        picker: PromptSession[str] = PromptSession(input=self.session.input,
+                                                   output=self.session.output)
+        answer = (await picker.prompt_async("number (Enter cancels): ")).strip()
+        if not answer.isdigit() or not 0 < int(answer) <= len(outcome.choices):
+            return Outcome(["cancelled"])
+        chosen = outcome.choices[int(answer) - 1][0]
+        width = self.width or self.console.width
+        if outcome.pick == "back":
+            return _safely(lambda: back_before(self.controller, chosen), width)
+        return _safely(lambda: resume_to(self.controller, chosen), width)
+
+
+def _safely(action: Any, width: int) -> Outcome:
+    from mulligan.app import Refused
+    from mulligan.session.lease import LeaseHeld
+
+    try:
+        result: Outcome = action()
+        return result
+    except (Refused, LeaseHeld, ValueError, OSError) as exc:
+        return Outcome([str(exc)], error=True)
+
+
+def banner(controller: Any) -> list[str]:
+    """The lines printed when the REPL starts: version, model, folder, session."""
+    from mulligan import __version__
+    from mulligan.app import model_label
+
+    if controller.session_file is None:
+        where = "not saved (--no-session)"
+    elif controller.started:
+        where = f"{controller.session_file} ({len(controller.harness.messages)} messages)"
+    else:
+        where = "new (written at the first message)"
+    return [f"mulligan {__version__} · model {model_label(controller.model)} · {controller.cwd}",
+            f"session: {where}",
+            "/help for commands · Enter sends · Alt-Enter new line · Ctrl-D quits"]
+
+
+def pick_session(found: list[Any]) -> Path | None:
+    """-r/--resume: list this folder's sessions, numbered, and read a choice from the terminal.
+    None when there are none or the choice is cancelled."""
+    from prompt_toolkit import prompt
+
+    from mulligan.frontends.commands import format_sessions
+
+    if not found:
+        print("no sessions in this folder yet")
+        return None
+    for line in format_sessions(found, numbered=True):
+        print(line)
+    answer = prompt("number (Enter cancels): ").strip()
+    if not answer.isdigit() or not 0 < int(answer) <= len(found):
+        return None
+    chosen: Path = found[int(answer) - 1].path
+    return chosen

@@ -1,0 +1,146 @@
+"""The session as a tree of text lines, like ``git log --graph``, for /tree and
+``mulligan sessions tree``.
+
+In: the entry dicts of a session file and its tip. Out: plain strings, each at most `width`
+characters. The current path runs down the left edge; an attempt the session went back from
+hangs off its fork point behind ``├─`` and, by default, is folded into one line naming its
+entries. Labels are shown on the entries they name; label entries themselves are not drawn.
+Never reads or writes a file.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from mulligan.session.branches import children_of, labels_of, path_ids, subtree_ids
+
+TIP_MARK = " ◀ tip"
+
+
+def describe(entry: Mapping[str, Any]) -> str:
+    """One entry in a few words: who spoke and the start of what they said."""
+    kind = entry.get("type")
+    if kind == "message":
+        message = entry.get("message") or {}
+        role = message.get("role")
+        if role == "user":
+            return "you: " + _flat(message.get("content", ""))
+        if role == "toolResult":
+            mark = " (error)" if message.get("is_error") else ""
+            tool = message.get("tool_name", "tool")
+            return f"{tool}{mark} → " + _flat(message.get("content", ""))
+        parts = []
+        for block in message.get("content") or []:
+            if block.get("type") == "text" and block.get("text", "").strip():
+                parts.append(_flat(block["text"]))
+            elif block.get("type") == "toolCall":
+                parts.append(f"{block.get('name')}({_brief_args(block.get('arguments') or {})})")
+        if message.get("stop_reason") in ("error", "aborted"):
+            why = _flat(message.get("error_message", ""))
+            parts.append(f"[{message.get('stop_reason')}: {why}]")
+        return "ai: " + (" ".join(parts) if parts else "(empty)")
+    if kind == "branch":
+        return f"↩ back to {entry.get('parent_id')}"
+    if kind == "session_info":
+        bits = [f"{k} {entry[k]}" for k in ("name", "model", "cwd", "origin_file") if entry.get(k)]
+        return "session: " + ", ".join(bits)
+    if kind == "model_change":
+        return f"model → {entry.get('provider', '')}/{entry.get('model', '')}".replace("→ /", "→ ")
+    return str(kind)
+
+
+def render_tree(
+    entries: Sequence[Mapping[str, Any]], tip: str | None, *, fold: bool = True,
+    width: int = 80,
+) -> list[str]:
+    """The tree as lines. `fold` collapses every attempt off the current path into one line;
+    `width` (at least 20) bounds every line, cutting the words of a message with "…"."""
+    width = max(width, 20)
+    if not entries:
+        return ["(empty session: nothing has been said yet)"]
+    children = children_of(entries)
+    by_id = {entry["id"]: entry for entry in entries}
+    on_path = set(path_ids(entries, tip))
+    labels = labels_of(entries)
+    hidden = {e["id"] for e in entries if e.get("type") == "label"}
+    id_width = max(len(e["id"]) for e in entries) + 1
+    lines: list[str] = []
+
+    def visible_children(entry_id: str | None) -> list[str]:
+        # A hidden entry (a label line) passes its children up to its parent.
+        found: list[str] = []
+        for child in children.get(entry_id, []):
+            found.extend(visible_children(child) if child in hidden else [child])
+        return found
+
+    def line(prefix: str, entry_id: str) -> str:
+        tag = f" [{labels[entry_id]}]" if entry_id in labels else ""
+        tip_tag = TIP_MARK if entry_id == tip or (entry_id in on_path and _only_hidden_below(
+            entry_id)) else ""
+        head = f"{prefix}{entry_id:<{id_width}} "
+        words = describe(by_id[entry_id])
+        room = width - len(head) - len(tag) - len(tip_tag)
+        return head + _cut(words, room) + tag + tip_tag
+
+    def _only_hidden_below(entry_id: str) -> bool:
+        # The tip may be a label line; then the entry it hangs on is drawn as the tip.
+        return tip in hidden and tip is not None and path_ids(entries, tip)[-2:-1] == [entry_id]
+
+    def folded(prefix: str, root: str) -> str:
+        ids = [i for i in subtree_ids(children, root) if i not in hidden]
+        span = f"{ids[0]}..{ids[-1]}" if len(ids) > 1 else ids[0]
+        names = [labels[i] for i in ids if i in labels]
+        noun = "entry" if len(ids) == 1 else "entries"
+        text = f"… {len(ids)} {noun} on an abandoned attempt ({span})"
+        if names:
+            text += " [" + ", ".join(names) + "]"
+        return prefix + _cut(text, width - len(prefix))
+
+    def walk(start: str, first_prefix: str, rest_prefix: str) -> None:
+        current: str | None = start
+        prefix = first_prefix
+        while current is not None:
+            lines.append(line(prefix, current))
+            prefix = rest_prefix
+            kids = visible_children(current)
+            if not kids:
+                return
+            main = next((k for k in kids if k in on_path), kids[-1])
+            for side in (k for k in kids if k != main):
+                if fold and side not in on_path:
+                    lines.append(folded(rest_prefix + "├─ ", side))
+                else:
+                    walk(side, rest_prefix + "├─ ", rest_prefix + "│  ")
+            current = main
+
+    roots = visible_children(None)
+    main_root = next((r for r in roots if r in on_path), roots[-1] if roots else None)
+    for root in roots:
+        if root == main_root:
+            continue
+        if fold:
+            lines.append(folded("├─ ", root))
+        else:
+            walk(root, "├─ ", "│  ")
+    if main_root is not None:
+        walk(main_root, "", "")
+    return lines
+
+
+def _flat(text: Any) -> str:
+    return " ".join(str(text).split())
+
+
+def _brief_args(arguments: Mapping[str, Any]) -> str:
+    if len(arguments) == 1:
+        (value,) = arguments.values()
+        return _flat(value if isinstance(value, str) else json.dumps(value))
+    return _flat(json.dumps(arguments, ensure_ascii=False))
+
+
+def _cut(text: str, room: int) -> str:
+    if room <= 1:
+        return "…" if text else ""
+    return text if len(text) <= room else text[: room - 1] + "…"

@@ -1,0 +1,230 @@
+"""What each command line does, once parsed: the REPL, print mode (-p, text or JSON), and the
+`mulligan sessions ...` subcommands.
+
+In: the argparse namespace from `mulligan.cli`, plus the streams to write to. Out: an exit
+status -- 0 done, 1 the run failed or the command could not be done (the reason on stderr).
+Argument checking that argparse cannot do (conflicting flags) is `UsageError`, exit status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+from pathlib import Path
+from types import FrameType
+from typing import Any, TextIO
+
+from mulligan.app import Controller, resolve
+from mulligan.home import mulligan_home
+from mulligan.session.store import folder_dir, new_session_path, newest_session
+
+
+class UsageError(ValueError):
+    """A combination of flags that makes no sense; exit status 2."""
+
+
+def home_of() -> Path:
+    return mulligan_home()
+
+
+def working_folder(args: argparse.Namespace) -> Path:
+    cwd = Path(args.cwd).expanduser() if getattr(args, "cwd", None) else Path.cwd()
+    if not cwd.is_dir():
+        raise UsageError(f"--cwd {cwd}: no such folder")
+    return cwd.resolve()
+
+
+def find_session_file(name: str, home: Path, cwd: Path) -> Path:
+    """A session named on the command line: a path, or a file name (or its start) among this
+    folder's sessions. FileNotFoundError naming it when there is none."""
+    given = Path(name).expanduser()
+    if given.is_file():
+        return given
+    folder = folder_dir(home, cwd)
+    matches = sorted(folder.glob(f"{name}*")) if folder.is_dir() and "/" not in name else []
+    matches = [m for m in matches if m.suffix == ".jsonl"]
+    if len(matches) == 1:
+        return matches[0]
+    raise FileNotFoundError(f"no session file {name}" + (
+        f" (several match in {folder})" if matches else ""))
+
+
+def choose_session_file(args: argparse.Namespace, home: Path, cwd: Path) -> Path | None:
+    """The session file a run will use (None for --no-session); may not exist yet."""
+    if args.no_session:
+        return None
+    if args.session:
+        return Path(args.session).expanduser().resolve()
+    if args.continue_:
+        found = newest_session(home, cwd)
+        if found is None:
+            raise FileNotFoundError(f"no session to continue in {cwd} (mulligan sessions ls)")
+        return found
+    if args.resume:
+        from mulligan.frontends.repl import pick_session
+        from mulligan.session.store import list_sessions
+
+        picked = pick_session(list_sessions(home, cwd))
+        if picked is None:
+            raise FileNotFoundError("no session chosen")
+        return picked
+    return new_session_path(home, cwd)
+
+
+def build_controller(args: argparse.Namespace, err: TextIO) -> Controller:
+    """Resolve the model, the tools and the session for a run (REPL or -p)."""
+    from mulligan.tools import coding_tools
+
+    home = home_of()
+    cwd = working_folder(args)
+    model = resolve(args.model, base_url=args.base_url, home=home, err=err)
+    session_file = choose_session_file(args, home, cwd)
+    prompt_file = Path(args.system_prompt_file).expanduser() if args.system_prompt_file \
+        else None
+    return Controller(
+        model=model, tools=coding_tools(cwd), cwd=cwd, home=home, session_file=session_file,
+        max_turns=args.max_turns, system_prompt_file=prompt_file,
+        resolver=lambda name: resolve(name, base_url=args.base_url, home=home, err=err))
+
+
+def run_print(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """-p: one run; only the final answer (text) or every event as JSON lines (json). The
+    session's lease is held for the run. Ctrl-C aborts the run (the transcript stays valid)."""
+    from mulligan.frontends.final_text import FinalTextRenderer
+    from mulligan.frontends.json_lines import JsonRenderer
+
+    task = sys.stdin.read() if args.print == "-" else args.print
+    controller = build_controller(args, err)
+    try:
+        if controller.session_file is not None and controller.lease is None:
+            from mulligan.session.lease import acquire
+
+            controller.lease = acquire(controller.session_file)
+        renderer: Any = JsonRenderer(out) if args.mode == "json" else FinalTextRenderer(out, err)
+
+        def on_interrupt(signum: int, frame: FrameType | None) -> None:
+            controller.abort()
+
+        previous = signal.signal(signal.SIGINT, on_interrupt)
+        try:
+            for event in controller.run_prompt(task):
+                renderer(event)
+        finally:
+            signal.signal(signal.SIGINT, previous)
+        return int(renderer.status)
+    finally:
+        controller.close()
+
+
+def run_interactive(args: argparse.Namespace, err: TextIO) -> int:
+    """The REPL in the working folder."""
+    from rich.console import Console
+
+    from mulligan.frontends.repl import Repl, banner
+
+    controller = build_controller(args, err)
+    console = Console(highlight=False)
+    for line in banner(controller):
+        console.print(line, style="dim", markup=False, highlight=False)
+    status = Repl(controller, console=console, history_file=home_of() / "history").run()
+    if controller.started and controller.session_file is not None:
+        console.print(f"session saved in {controller.session_file} (mulligan -c to continue)",
+                      style="dim", markup=False, highlight=False)
+    return status
+
+
+# -- mulligan sessions ... ----------------------------------------------------------------
+
+
+def sessions_ls(args: argparse.Namespace, out: TextIO) -> int:
+    from mulligan.frontends.commands import format_sessions
+    from mulligan.session.store import list_sessions
+
+    home = home_of()
+    every = bool(args.all)
+    found = list_sessions(home, None if every else working_folder(args))
+    for line in format_sessions(found, show_folder=every):
+        print(line, file=out)
+    return 0
+
+
+def _entries_and_leaf(args: argparse.Namespace) -> tuple[Path, list[Any], str | None]:
+    from mulligan.session import SessionLog
+
+    file = find_session_file(args.file, home_of(), working_folder(args))
+    log = SessionLog(file)
+    entries = list(log.entries())
+    leaf = args.leaf if getattr(args, "leaf", None) else log.tip()
+    if leaf is not None:
+        log.entry(leaf)  # names an unknown leaf
+    return file, entries, leaf
+
+
+def sessions_show(args: argparse.Namespace, out: TextIO) -> int:
+    from mulligan.session.export import to_text
+
+    _, entries, leaf = _entries_and_leaf(args)
+    out.write(to_text(entries, leaf))
+    return 0
+
+
+def sessions_tree(args: argparse.Namespace, out: TextIO) -> int:
+    from mulligan.frontends.tree import render_tree
+
+    _, entries, leaf = _entries_and_leaf(args)
+    width = args.width or _terminal_width(out)
+    for line in render_tree(entries, leaf, fold=not args.all, width=width):
+        print(line, file=out)
+    return 0
+
+
+def sessions_export(args: argparse.Namespace, out: TextIO) -> int:
+    from mulligan.session.export import to_markdown, write_linear
+
+    file, entries, leaf = _entries_and_leaf(args)
+    if args.format == "md":
+        text = to_markdown(entries, leaf, title=f"Session {file.stem}")
+        if args.output:
+            Path(args.output).write_text(text, encoding="utf-8")
+            print(f"wrote {args.output}", file=out)
+        else:
+            out.write(text)
+        return 0
+    target = Path(args.output) if args.output else \
+        new_session_path(home_of(), working_folder(args))
+    write_linear(entries, leaf, target, origin_file=file.resolve())
+    print(f"wrote {target}", file=out)
+    return 0
+
+
+def session_check(args: argparse.Namespace, out: TextIO) -> int:
+    from mulligan.session import maintenance
+
+    report = maintenance.check(find_session_file(args.file, home_of(), working_folder(args)))
+    print(report.format(), file=out)
+    return 1 if report.problems else 0
+
+
+def session_repair(args: argparse.Namespace, out: TextIO) -> int:
+    from mulligan.session import maintenance
+
+    report = maintenance.repair(find_session_file(args.file, home_of(), working_folder(args)))
+    print(report.format(), file=out)
+    return 0
+
+
+def session_migrate(args: argparse.Namespace, out: TextIO) -> int:
+    from mulligan.session import maintenance
+
+    written = maintenance.migrate(Path(args.old), Path(args.new))
+    print(f"wrote {written} entries to {args.new}", file=out)
+    return 0
+
+
+def _terminal_width(out: TextIO) -> int:
+    try:
+        return os.get_terminal_size(out.fileno()).columns
+    except (OSError, ValueError, AttributeError):
+        return 100

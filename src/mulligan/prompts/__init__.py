@@ -1,0 +1,47 @@
+"""System prompts: the base text for the model's size, plus the working folder and the
+project's AGENTS.md instructions.
+
+In: the model (its `compact_prompt` attribute picks local.md over hosted.md), the working
+folder, and optionally a file replacing the base text. Out: one string. Reads files; never
+writes one.
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+INSTRUCTIONS_FILE = "AGENTS.md"
+
+
+def base_prompt(compact: bool = False) -> str:
+    """The packaged base prompt: local.md for small models (when it exists), else hosted.md."""
+    folder = resources.files("mulligan.prompts")
+    if compact and folder.joinpath("local.md").is_file():
+        return folder.joinpath("local.md").read_text(encoding="utf-8")
+    return folder.joinpath("hosted.md").read_text(encoding="utf-8")
+
+
+def instruction_files(cwd: Path) -> list[Path]:
+    """The AGENTS.md files that apply to `cwd`, outermost first: one in `cwd` and in each
+    parent up to the git repository root (the folder holding ``.git``). Outside a repository
+    only `cwd` itself is looked in."""
+    cwd = Path(cwd).resolve()
+    chain = [cwd, *cwd.parents]
+    root = next((folder for folder in chain if (folder / ".git").exists()), None)
+    folders = chain[: chain.index(root) + 1] if root is not None else [cwd]
+    return [f / INSTRUCTIONS_FILE for f in reversed(folders) if (f / INSTRUCTIONS_FILE).is_file()]
+
+
+def system_prompt(model: Any, cwd: Path, *, base_file: Path | None = None) -> str:
+    """The whole system prompt for `model` working in `cwd`. `base_file` replaces the packaged
+    base text (--system-prompt-file); the working folder and AGENTS.md are added either way."""
+    compact = bool(getattr(model, "compact_prompt", False))
+    base = Path(base_file).read_text(encoding="utf-8") if base_file else base_prompt(compact)
+    parts = [base.rstrip(), f"Working folder: {Path(cwd).resolve()}"]
+    for found in instruction_files(cwd):
+        text = found.read_text(encoding="utf-8", errors="replace").strip()
+        if text:
+            parts.append(f"Project instructions from {found}:\n\n{text}")
+    return "\n\n".join(parts) + "\n"

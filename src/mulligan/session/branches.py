@@ -1,0 +1,98 @@
+"""The shape of a session tree, worked out from its entries: children, the current path,
+labels, and which attempts end where.
+
+Everything here is a pure function of the entry dicts `SessionLog.entries()` returns (file
+order, each with `id`, `type`, `parent_id`). Nothing is read from or written to disk, and nothing
+about the tree is stored anywhere: it is recomputed from the file every time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+Entry = Mapping[str, Any]
+
+
+def children_of(entries: Sequence[Entry]) -> dict[str | None, list[str]]:
+    """Each id's children in file order; the roots are under the key None."""
+    children: dict[str | None, list[str]] = {}
+    for entry in entries:
+        children.setdefault(entry.get("parent_id"), []).append(entry["id"])
+    return children
+
+
+def path_ids(entries: Sequence[Entry], leaf_id: str | None) -> list[str]:
+    """The ids from the first entry down to `leaf_id`, oldest first ([] for None). Stops, rather
+    than loops, at a missing parent or a circle: this is for drawing, and `session.path` is the
+    walk that refuses a broken file."""
+    by_id = {entry["id"]: entry for entry in entries}
+    ids: list[str] = []
+    seen: set[str] = set()
+    current = leaf_id
+    while current is not None and current in by_id and current not in seen:
+        seen.add(current)
+        ids.append(current)
+        current = by_id[current].get("parent_id")
+    return ids[::-1]
+
+
+def subtree_ids(children: Mapping[str | None, list[str]], root: str) -> list[str]:
+    """`root` and every entry under it, in id order."""
+    found, stack = [], [root]
+    while stack:
+        current = stack.pop()
+        found.append(current)
+        stack.extend(children.get(current, []))
+    return sorted(found, key=id_number)
+
+
+def id_number(entry_id: str) -> int:
+    """The number in an id like "e12" (0 if it has none), for ordering."""
+    digits = entry_id.lstrip("e")
+    return int(digits) if digits.isdigit() else 0
+
+
+def labels_of(entries: Iterable[Entry]) -> dict[str, str]:
+    """The current label of each labelled entry: the newest label entry naming it wins, and an
+    empty label takes the label off."""
+    labels: dict[str, str] = {}
+    for entry in entries:
+        if entry.get("type") != "label":
+            continue
+        target = entry.get("target_id")
+        if target is None:
+            continue
+        text = str(entry.get("label") or "")
+        if text:
+            labels[target] = text
+        else:
+            labels.pop(target, None)
+    return labels
+
+
+def message_leaves(entries: Sequence[Entry]) -> list[str]:
+    """The message entries that no later message follows: one per attempt the session holds.
+    An entry with only non-message entries under it (a label, a branch line nobody wrote after)
+    still ends its attempt."""
+    by_id = {entry["id"]: entry for entry in entries}
+    followed: set[str] = set()
+    for entry in entries:
+        if entry.get("type") != "message":
+            continue
+        parent, seen = entry.get("parent_id"), set()
+        while parent is not None and parent in by_id and parent not in seen:
+            seen.add(parent)
+            if by_id[parent].get("type") == "message":
+                followed.add(parent)
+                break
+            parent = by_id[parent].get("parent_id")
+    return [e["id"] for e in entries if e.get("type") == "message" and e["id"] not in followed]
+
+
+def user_messages_on_path(entries: Sequence[Entry], leaf_id: str | None) -> list[Entry]:
+    """The user-message entries on the branch ending at `leaf_id`, oldest first."""
+    by_id = {entry["id"]: entry for entry in entries}
+    return [by_id[i] for i in path_ids(entries, leaf_id)
+            if by_id[i].get("type") == "message"
+            and (by_id[i].get("message") or {}).get("role") == "user"]

@@ -1,0 +1,153 @@
+"""One branch of a session, out of the tree: as Markdown for people, or as a new linear
+session file for Mulligan (what /fork and ``sessions export --format jsonl`` write).
+
+In: a session's entries and the leaf whose branch to take (the walk is `session.path`, so a
+broken file is refused by name, never half-exported). Out: a string, or a new file. The source
+file is never written to.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from mulligan.session.store import create_file, now_iso
+
+
+class ExportTargetExists(ValueError):
+    """The file to export into already exists; exports never overwrite."""
+
+
+def branch_entries(entries: Sequence[Mapping[str, Any]], leaf_id: str | None) -> list[Any]:
+    """The entries on the branch ending at `leaf_id`, oldest first, checked by `session.path`."""
+    from mulligan.session import path
+
+    return list(path([dict(e) for e in entries], leaf_id))
+
+
+def to_markdown(
+    entries: Sequence[Mapping[str, Any]], leaf_id: str | None, *, title: str = "Session"
+) -> str:
+    """The branch ending at `leaf_id` as a Markdown transcript: who said what, tool calls with
+    their arguments, tool results in fenced blocks (fences longer than any backtick run inside),
+    and labels and model changes as small notes."""
+    chosen = branch_entries(entries, leaf_id)
+    from mulligan.session.branches import labels_of
+
+    labels = labels_of(entries)
+    out = [f"# {title}", ""]
+    for entry in chosen:
+        kind = entry.get("type")
+        label = f" — *{labels[entry['id']]}*" if entry["id"] in labels else ""
+        if kind == "session_info":
+            facts = [f"{k}: `{entry[k]}`" for k in ("name", "cwd", "model", "created",
+                                                    "origin_file", "origin_entry") if entry.get(k)]
+            if facts:
+                out += ["> " + " · ".join(facts), ""]
+        elif kind == "model_change":
+            out += [f"> model changed to `{entry.get('provider')}/{entry.get('model')}`", ""]
+        elif kind == "message":
+            out += _message_markdown(entry["id"], entry["message"], label)
+    return "\n".join(out).rstrip() + "\n"
+
+
+def _message_markdown(entry_id: str, message: Mapping[str, Any], label: str) -> list[str]:
+    role = message.get("role")
+    if role == "user":
+        return [f"## You ({entry_id}){label}", "", str(message.get("content", "")), ""]
+    if role == "toolResult":
+        flag = " — error" if message.get("is_error") else ""
+        return [f"**Result of `{message.get('tool_name')}`** ({entry_id}){flag}{label}", "",
+                *_fenced(str(message.get("content", ""))), ""]
+    lines = [f"## Assistant ({entry_id}){label}", ""]
+    for block in message.get("content") or []:
+        if block.get("type") == "text":
+            lines += [block.get("text", ""), ""]
+        elif block.get("type") == "thinking" and block.get("thinking"):
+            lines += ["<details><summary>thinking</summary>", "", block["thinking"], "",
+                      "</details>", ""]
+        elif block.get("type") == "toolCall":
+            lines += [f"**Tool call `{block.get('name')}`**", "",
+                      *_fenced(json.dumps(block.get("arguments"), indent=2, ensure_ascii=False),
+                               "json"), ""]
+    if message.get("stop_reason") in ("error", "aborted"):
+        lines += [f"*({message.get('stop_reason')}: {message.get('error_message', '')})*", ""]
+    return lines
+
+
+def _fenced(text: str, language: str = "") -> list[str]:
+    longest, run = 0, 0
+    for char in text:
+        run = run + 1 if char == "`" else 0
+        longest = max(longest, run)
+    fence = "`" * max(3, longest + 1)
+    return [fence + language, text.rstrip("\n"), fence]
+
+
+def write_linear(
+    entries: Sequence[Mapping[str, Any]], leaf_id: str | None, destination: Path, *,
+    origin_file: Path | str | os.PathLike[str], info: Mapping[str, Any] | None = None,
+) -> Path:
+    """Write the branch ending at `leaf_id` into the new session file `destination` (mode 0600)
+    as a straight line: a session_info entry first (the origin's cwd/model/name, then `info`,
+    plus origin_file and origin_entry = `leaf_id`), then the branch's messages, labels and model
+    changes with fresh ids e1, e2, ... Branch lines and older session_info entries are not
+    copied: the new file has one attempt. `ExportTargetExists` if `destination` exists."""
+    from mulligan.session import SessionLog
+
+    destination = Path(destination)
+    if destination.exists():
+        raise ExportTargetExists(f"{destination} already exists; exports never overwrite")
+    chosen = branch_entries(entries, leaf_id)
+    fields: dict[str, Any] = {}
+    for entry in chosen:
+        if entry.get("type") == "session_info":
+            fields.update({k: entry[k] for k in ("cwd", "model", "name") if entry.get(k)})
+    fields.update(info or {})
+    fields.update(created=now_iso(), origin_file=os.fspath(origin_file), origin_entry=leaf_id)
+    create_file(destination)
+    log = SessionLog(destination, fsync=False)
+    log.append_session_info(**fields)
+    renamed: dict[str, str] = {}
+    for entry in chosen:
+        kind = entry.get("type")
+        if kind == "message":
+            renamed[entry["id"]] = log.append_message(entry["message"])
+        elif kind == "model_change":
+            renamed[entry["id"]] = log.append_model_change(entry.get("provider"),
+                                                           entry.get("model"))
+        elif kind == "label" and entry.get("target_id") in renamed:
+            log.append_label(renamed[entry["target_id"]], entry.get("label"))
+    return destination
+
+
+def to_text(entries: Sequence[Mapping[str, Any]], leaf_id: str | None) -> str:
+    """The branch ending at `leaf_id` as a plain-text transcript for a terminal: one block per
+    message, headed by its id and who spoke; tool calls as ``→ name {arguments}``."""
+    out = []
+    for entry in branch_entries(entries, leaf_id):
+        message = entry.get("message") if entry.get("type") == "message" else None
+        if message is None:
+            continue
+        role = message.get("role")
+        if role == "user":
+            out.append(f"[{entry['id']}] you\n{message.get('content', '')}")
+        elif role == "toolResult":
+            flag = " (error)" if message.get("is_error") else ""
+            out.append(f"[{entry['id']}] {message.get('tool_name')} result{flag}\n"
+                       f"{message.get('content', '')}")
+        else:
+            parts = []
+            for block in message.get("content") or []:
+                if block.get("type") == "text":
+                    parts.append(block.get("text", ""))
+                elif block.get("type") == "toolCall":
+                    parts.append(f"→ {block.get('name')} "
+                                 f"{json.dumps(block.get('arguments'), ensure_ascii=False)}")
+            if message.get("stop_reason") in ("error", "aborted"):
+                parts.append(f"({message.get('stop_reason')}: {message.get('error_message', '')})")
+            out.append(f"[{entry['id']}] assistant\n" + "\n".join(parts))
+    return "\n\n".join(out) + ("\n" if out else "")

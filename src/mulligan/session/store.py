@@ -1,0 +1,140 @@
+"""Session directories: where each session file lives, and finding them again.
+
+Layout: ``MULLIGAN_HOME/sessions/<folder-slug>/<timestamp>_<short-id>.jsonl``. The folder slug is
+the working folder's path made into one readable name plus a short hash (two folders never share
+a slug). Session files are created with mode 0600 in folders of mode 0700: a transcript holds
+whatever the tools read. Nothing here writes an entry; `create_file` makes an empty file, and
+only when the caller is about to append the first one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import secrets
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from mulligan.session.branches import message_leaves
+
+SUFFIX = ".jsonl"
+
+
+def sessions_root(home: Path) -> Path:
+    """The folder holding every folder's sessions."""
+    return home / "sessions"
+
+
+def folder_slug(cwd: Path) -> str:
+    """A file name for the working folder `cwd`: its path with separators turned into dashes,
+    then eight hex digits of a hash of the full path, e.g. ``work-main-1a2b3c4d``."""
+    resolved = str(Path(cwd).resolve())
+    readable = re.sub(r"[^A-Za-z0-9._]+", "-", resolved).strip("-")[-60:] or "root"
+    digest = hashlib.sha1(resolved.encode()).hexdigest()[:8]
+    return f"{readable}-{digest}"
+
+
+def folder_dir(home: Path, cwd: Path) -> Path:
+    """Where the sessions of working folder `cwd` live (not created here)."""
+    return sessions_root(home) / folder_slug(cwd)
+
+
+def new_session_path(home: Path, cwd: Path, now: datetime | None = None) -> Path:
+    """A fresh, unused file name for a new session of `cwd`: ``<timestamp>_<short-id>.jsonl``.
+    The timestamp (UTC) comes first so that names sort oldest to newest. Nothing is created."""
+    now = now or datetime.now(UTC)
+    stamp = now.strftime("%Y-%m-%dT%H-%M-%S")
+    return folder_dir(home, cwd) / f"{stamp}_{secrets.token_hex(3)}{SUFFIX}"
+
+
+def private_dirs(folder: Path) -> None:
+    """Create `folder` and any missing parents with mode 0700 (existing ones are left as
+    they are)."""
+    missing = []
+    while not folder.exists():
+        missing.append(folder)
+        folder = folder.parent
+    for made in reversed(missing):
+        made.mkdir(mode=0o700, exist_ok=True)
+
+
+def create_file(path: Path) -> None:
+    """Create `path` empty with mode 0600 (its folders 0700) if it does not exist yet.
+    An existing file is left exactly as it is."""
+    private_dirs(path.parent)
+    try:
+        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+    except FileExistsError:
+        return
+    os.close(fd)
+    os.chmod(path, 0o600)  # the umask may have taken bits away; never added any
+
+
+def now_iso() -> str:
+    """The current UTC time as entries write it: ``2026-11-30T10:00:00.000Z``."""
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+
+
+@dataclass
+class SessionSummary:
+    """One line of `mulligan sessions ls`. `problem` is set (and the counts are 0) when the
+    file could not be read as a session."""
+
+    path: Path
+    name: str
+    cwd: str
+    entries: int
+    branches: int
+    last_activity: str
+    first_message: str
+    problem: str = ""
+
+
+def summarize(path: Path) -> SessionSummary:
+    """What a session file holds, read from the file: its name (the newest session_info
+    naming one), working folder, entry count, branch count (attempts that end in a message
+    nothing follows), last activity (the last entry's timestamp, else the file's mtime) and
+    the first words of its first user message. A file that cannot be read is summarized with
+    `problem` naming why, never raised."""
+    from mulligan.session import SessionError, SessionLog
+
+    mtime = datetime.fromtimestamp(path.stat().st_mtime, UTC).strftime("%Y-%m-%dT%H:%M:%S.000Z")
+    try:
+        entries = SessionLog(path).entries()
+    except (SessionError, OSError, ValueError) as exc:
+        return SessionSummary(path, "", "", 0, 0, mtime, "", problem=str(exc))
+    name, cwd, first = "", "", ""
+    for entry in entries:
+        if entry.get("type") == "session_info":
+            name = entry.get("name") or name
+            cwd = cwd or entry.get("cwd") or ""
+        message = entry.get("message")
+        if not first and message and message.get("role") == "user":
+            first = " ".join(str(message.get("content", "")).split())
+    last = entries[-1].get("timestamp") if entries else None
+    return SessionSummary(path, name, cwd, len(entries), len(message_leaves(entries)),
+                          last or mtime, first)
+
+
+def session_files(home: Path, cwd: Path | None = None) -> list[Path]:
+    """The session files of folder `cwd` (every folder when None), newest name first."""
+    root = sessions_root(home)
+    folders = [folder_dir(home, cwd)] if cwd is not None else (
+        sorted(p for p in root.iterdir() if p.is_dir()) if root.is_dir() else [])
+    files = [f for d in folders if d.is_dir() for f in d.glob(f"*{SUFFIX}")]
+    return sorted(files, key=lambda f: f.name, reverse=True)
+
+
+def list_sessions(home: Path, cwd: Path | None = None) -> list[SessionSummary]:
+    """Summaries of the sessions of `cwd` (every folder when None), most recent activity
+    first. Empty files (created, never written) are skipped."""
+    found = [summarize(f) for f in session_files(home, cwd) if f.stat().st_size > 0]
+    return sorted(found, key=lambda s: (s.last_activity, s.path.name), reverse=True)
+
+
+def newest_session(home: Path, cwd: Path) -> Path | None:
+    """The session of `cwd` with the most recent activity, or None if it has none."""
+    found = [s for s in list_sessions(home, cwd) if not s.problem]
+    return found[0].path if found else None
