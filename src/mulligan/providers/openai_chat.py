@@ -1,0 +1,310 @@
+"""OpenAI Chat Completions, streaming, through the official `openai` SDK -- and through it every
+OpenAI-compatible server (ollama, llama.cpp server, vLLM, LM Studio, OpenRouter) on a base URL.
+
+In: our system prompt, transcript and tool specs. Out: our stream deltas and one assistant
+message (with "usage" when the server reports it, and "model"). Never raises: every failure
+ends as an assistant message with stop_reason "error" (or "aborted") keeping the partial text.
+
+Shapes, ours <-> Chat Completions':
+- system prompt -> a first ``system`` message; toolCall blocks <-> ``tool_calls`` on the
+  assistant message (arguments as a JSON string); toolResult -> a ``tool`` message;
+- tool calls stream as fragments keyed by ``index``: the first carries id and name, the rest
+  pieces of the arguments string; they are put together here;
+- ``reasoning_content`` / ``reasoning`` deltas (vLLM, llama.cpp, ollama, OpenRouter) become
+  thinking; thinking is never sent back;
+- a failed assistant message sends only its text; a tool result whose call was not sent is not
+  sent either.
+Usage: "input" counts prompt tokens not read from the cache, "cache_read" those that were.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx2
+import openai
+
+from mulligan.messages import (
+    AssistantMessage,
+    Block,
+    Message,
+    StopReason,
+    Usage,
+    assistant_message,
+    error_message,
+    is_failed,
+)
+from mulligan.providers.base import StreamDelta, ToolSpec
+from mulligan.providers.errors import Failure, redact
+from mulligan.providers.retry import Backoff, parse_retry_after
+from mulligan.providers.streaming import Call, stream_reply
+
+_STOP: dict[str, StopReason] = {"stop": "stop", "tool_calls": "toolUse",
+                                "function_call": "toolUse", "length": "length"}
+
+
+class OpenAIChatModel:
+    """A chat model over /chat/completions. `name` is "openai/<model_id>".
+
+    `base_url` points the SDK at another server ("http://localhost:11434/v1" for ollama).
+    `max_tokens`, when given, is sent as ``max_tokens`` (omitted otherwise: the server
+    decides). `include_usage` asks for the final usage chunk (``stream_options``).
+    `backoff`/`max_retries`, `sleep` and `timeout` as for `AnthropicModel`.
+    """
+
+    compact_prompt = False
+
+    def __init__(
+        self, model_id: str, *, api_key: str, base_url: str | None = None,
+        max_tokens: int | None = None, max_retries: int | None = None,
+        backoff: Backoff | None = None, sleep: Callable[[float], None] | None = None,
+        timeout: float = 600.0, include_usage: bool = True,
+    ) -> None:
+        self.model_id = model_id
+        self.name = f"openai/{model_id}"
+        self.base_url = base_url
+        self.max_tokens = max_tokens
+        self.include_usage = include_usage
+        backoff = backoff or Backoff()
+        if max_retries is not None:
+            backoff = Backoff(max_retries, backoff.base, backoff.cap, backoff.max_wait,
+                              backoff.random)
+        self.backoff = backoff
+        self._sleep = sleep
+        self._secret = api_key
+        self._client = openai.OpenAI(api_key=api_key, base_url=base_url, max_retries=0,
+                                     timeout=timeout)
+
+    def __repr__(self) -> str:
+        return f"OpenAIChatModel({self.model_id!r}, base_url={self.base_url!r})"
+
+    def complete(
+        self, system: str, messages: list[Message], tools: list[ToolSpec]
+    ) -> AssistantMessage:
+        """The whole reply, by consuming `stream`."""
+        for delta in self.stream(system, messages, tools):
+            if delta["type"] == "done":
+                return delta["message"]
+        return error_message("the stream ended without a final message")
+
+    def stream(
+        self, system: str, messages: list[Message], tools: list[ToolSpec],
+        abort: threading.Event | None = None,
+    ) -> Iterator[StreamDelta]:
+        """Deltas, then one done message; never raises (see the module docstring)."""
+        try:
+            params = self._params(system, messages, tools)
+            call = Call("openai", self.name,
+                        open=lambda: self._client.chat.completions.create(**params, stream=True),
+                        fold=_Fold, describe=self._describe)
+            yield from stream_reply(call, backoff=self.backoff, sleep=self._sleep, abort=abort)
+        except Exception as exc:  # the provider boundary: a bug here is a message, too
+            message = error_message(redact(f"openai: internal error: {exc!r}", self._secret))
+            message["model"] = self.name
+            yield {"type": "done", "message": message}
+
+    def _params(
+        self, system: str, messages: list[Message], tools: list[ToolSpec]
+    ) -> dict[str, Any]:
+        params: dict[str, Any] = {"model": self.model_id,
+                                  "messages": request_messages(system, messages)}
+        if tools:
+            params["tools"] = [{"type": "function", "function": {
+                "name": t["name"], "description": t["description"],
+                "parameters": t["parameters"]}} for t in tools]
+        if self.max_tokens is not None:
+            params["max_tokens"] = self.max_tokens
+        if self.include_usage:
+            params["stream_options"] = {"include_usage": True}
+        return params
+
+    def _describe(self, exc: BaseException) -> Failure:
+        failure = describe_error(exc)
+        return Failure(redact(failure.text, self._secret), failure.retryable,
+                       failure.retry_after)
+
+
+# --- our transcript -> Chat Completions messages ---------------------------------------------
+
+
+def request_messages(system: str, messages: list[Message]) -> list[dict[str, Any]]:
+    """Our transcript as Chat Completions ``messages``, the system prompt first."""
+    out: list[dict[str, Any]] = [{"role": "system", "content": system}] if system else []
+    sent_calls: set[str] = set()
+    for message in messages:
+        if message["role"] == "user":
+            out.append({"role": "user", "content": message["content"]})
+        elif message["role"] == "toolResult":
+            if message["tool_call_id"] in sent_calls:
+                out.append({"role": "tool", "tool_call_id": message["tool_call_id"],
+                            "content": message["content"]})
+        else:
+            words = "".join(b["text"] for b in message["content"] if b["type"] == "text")
+            calls = [] if is_failed(message) else [
+                b for b in message["content"] if b["type"] == "toolCall"]
+            if not words and not calls:
+                continue
+            turn: dict[str, Any] = {"role": "assistant", "content": words or None}
+            if calls:
+                sent_calls.update(c["id"] for c in calls)
+                turn["tool_calls"] = [{"id": c["id"], "type": "function", "function": {
+                    "name": c["name"], "arguments": json.dumps(c["arguments"])}} for c in calls]
+            out.append(turn)
+    return out
+
+
+# --- stream chunks -> our deltas and message -------------------------------------------------
+
+
+@dataclass
+class _ToolCall:
+    id: str
+    name: str
+    pieces: list[str] = field(default_factory=list)
+
+
+class _Fold:
+    """Folds ``chat.completion.chunk`` objects into deltas and a message. Text and thinking
+    are kept as blocks in arrival order; tool calls by their stream index."""
+
+    def __init__(self) -> None:
+        self._blocks: list[Block] = []
+        self._calls: list[_ToolCall] = []
+        self._by_index: dict[int, _ToolCall] = {}
+        self._finish: str | None = None
+        self._usage: Usage = {}
+
+    def feed(self, chunk: Any) -> list[StreamDelta]:
+        if getattr(chunk, "usage", None) is not None:
+            self._take_usage(chunk.usage)
+        deltas: list[StreamDelta] = []
+        for choice in chunk.choices or []:
+            if choice.index not in (0, None):
+                continue
+            delta = choice.delta
+            if delta is not None:
+                reasoning = (getattr(delta, "reasoning_content", None)
+                             or getattr(delta, "reasoning", None))
+                if isinstance(reasoning, str) and reasoning:
+                    self._add("thinking", reasoning)
+                    deltas.append({"type": "thinking", "delta": reasoning})
+                if delta.content:
+                    self._add("text", delta.content)
+                    deltas.append({"type": "text", "delta": delta.content})
+                for fragment in delta.tool_calls or []:
+                    deltas.append(self._tool_fragment(fragment))
+            if choice.finish_reason:
+                self._finish = choice.finish_reason
+        return deltas
+
+    def _add(self, kind: str, words: str) -> None:
+        last = self._blocks[-1] if self._blocks else None
+        if kind == "text":
+            if last is not None and last["type"] == "text":
+                last["text"] += words
+            else:
+                self._blocks.append({"type": "text", "text": words})
+        elif last is not None and last["type"] == "thinking":
+            last["thinking"] += words
+        else:
+            self._blocks.append({"type": "thinking", "thinking": words})
+
+    def _tool_fragment(self, fragment: Any) -> StreamDelta:
+        index = fragment.index if fragment.index is not None else len(self._calls)
+        call = self._by_index.get(index)
+        # Some servers reuse index 0 for every call of a reply: a new id means a new call.
+        if call is None or (fragment.id and call.pieces and fragment.id != call.id):
+            call = _ToolCall(fragment.id or f"call_{len(self._calls) + 1}", "")
+            self._calls.append(call)
+            self._by_index[index] = call
+        function = fragment.function
+        if function is not None and function.name and not call.name:
+            call.name = function.name
+        piece = (function.arguments if function is not None else None) or ""
+        if piece:
+            call.pieces.append(piece)
+        return {"type": "toolcall", "id": call.id, "name": call.name, "delta": piece}
+
+    def _take_usage(self, usage: Any) -> None:
+        details = getattr(usage, "prompt_tokens_details", None)
+        cached = (getattr(details, "cached_tokens", None) or 0) if details is not None else 0
+        prompt = getattr(usage, "prompt_tokens", None) or 0
+        self._usage = {"input": prompt - cached,
+                       "output": getattr(usage, "completion_tokens", None) or 0,
+                       "cache_read": cached}
+
+    def finished(self) -> bool:
+        return self._finish is not None
+
+    def usage(self) -> Usage | None:
+        return dict(self._usage) if self._usage else None  # type: ignore[return-value]
+
+    def partial(self) -> list[Block]:
+        # A partial reply's tool calls may stop mid-arguments: keep none of them.
+        return [dict(b) for b in self._blocks]  # type: ignore[misc]
+
+    def message(self) -> AssistantMessage:
+        if self._finish == "content_filter":
+            return error_message("openai: the reply was stopped by the content filter",
+                                 content=self.partial())
+        stop = _STOP.get(self._finish or "stop", "stop")
+        content = self.partial()
+        for call in self._calls:
+            arguments = _parse_arguments("".join(call.pieces))
+            if arguments is None and stop == "length":
+                continue  # cut off mid-arguments by the token limit
+            content.append({"type": "toolCall", "id": call.id, "name": call.name,
+                            "arguments": arguments or {}})
+        has_calls = any(b["type"] == "toolCall" for b in content)
+        if stop != "length":
+            stop = "toolUse" if has_calls else "stop"
+        return assistant_message(content, stop)
+
+
+def _parse_arguments(text: str) -> dict[str, Any] | None:
+    """A tool call's JSON arguments; {} for none; None if they are not a JSON object."""
+    if not text.strip():
+        return {}
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+# --- SDK exceptions -> Failure ---------------------------------------------------------------
+
+
+def describe_error(exc: BaseException) -> Failure:
+    """An SDK (or transport) exception as a readable, classified `Failure`."""
+    if isinstance(exc, openai.APIStatusError):
+        code, text = _error_body(exc.body)
+        retryable = exc.status_code in (408, 429) or exc.status_code >= 500
+        verdict = exc.response.headers.get("x-should-retry")
+        if verdict in ("true", "false"):
+            retryable = verdict == "true"
+        label = f"{exc.status_code} {code}" if code else str(exc.status_code)
+        return Failure(f"{label}: {text}", retryable, parse_retry_after(exc.response.headers))
+    if isinstance(exc, (openai.APITimeoutError, httpx2.TimeoutException)):
+        return Failure("timed out waiting for the server", retryable=True)
+    if isinstance(exc, openai.APIConnectionError):
+        cause = exc.__cause__ or exc.__context__
+        return Failure(f"connection failed: {cause or exc}", retryable=True)
+    if isinstance(exc, httpx2.TransportError):
+        return Failure(f"connection lost: {exc}", retryable=True)
+    if isinstance(exc, openai.APIError):
+        # An error object sent in place of a chunk, mid-stream: the server's fault.
+        return Failure(f"the server sent an error: {exc.message}", retryable=True)
+    return Failure(f"unexpected {type(exc).__name__}: {exc}", retryable=False)
+
+
+def _error_body(body: object) -> tuple[str | None, str]:
+    """(code or type, message) from an OpenAI error object {"message", "type", "code"}."""
+    if isinstance(body, dict):
+        code = body.get("code") or body.get("type")
+        return (str(code) if code else None), str(body.get("message", json.dumps(body)[:500]))
+    return None, str(body or "")[:500]
