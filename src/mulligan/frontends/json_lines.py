@@ -1,0 +1,31 @@
+"""Every event as one line of JSON, for another program to read (``mulligan --json``)."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, TextIO
+
+import orjson
+
+from mulligan.messages import is_failed
+
+
+class JsonRenderer:
+    """``renderer(event)`` writes `event` as one line of JSON to `out` and flushes it, so a
+    reader at the other end of a pipe sees each event as it happens. Keys and values are the
+    event's own (see mulligan.loop); nothing is added or left out. Something that is not JSON
+    (it should never be there) is written as its ``str``.
+
+    ``status`` folds the run into an exit code: 1 when the last assistant message of the run
+    failed (stop_reason "error" or "aborted"), else 0.
+    """
+
+    def __init__(self, out: TextIO | None = None) -> None:
+        self.out = out if out is not None else sys.stdout
+        self.status = 0
+
+    def __call__(self, event: dict[str, Any]) -> None:
+        self.out.write(orjson.dumps(event, default=str).decode() + "\n")
+        self.out.flush()
+        if event["type"] == "message_end" and event["message"]["role"] == "assistant":
+            self.status = 1 if is_failed(event["message"]) else 0

@@ -1,0 +1,353 @@
+"""The agent loop: put a prompt to a model and keep going until it stops asking for tools.
+
+`run_agent` is a free function and a generator of events; it holds no state between runs (the
+`Harness` does that). `context_for_model` and `repair_tool_history` turn the record -- every
+message that happened -- into the view a provider accepts, without ever changing the record.
+
+Event order of a run whose model asks for one tool and then answers (non-streaming model):
+
+    agent_start
+      turn_start
+        message_end (user prompt)
+        message_end (assistant, one toolCall)
+        tool_execution_start
+          message_end (toolResult)
+        tool_execution_end
+      turn_end
+      turn_start
+        message_end (assistant, the answer)
+      turn_end
+    agent_end
+
+A streaming model adds message_start and message_update events before each assistant
+message_end. The one ordering rule is *mutate, then announce*: a message is appended to the
+record before its message_end is yielded.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, cast
+
+from mulligan.messages import (
+    AssistantMessage,
+    Block,
+    Message,
+    ToolCallBlock,
+    ToolResultMessage,
+    UserMessage,
+    assistant_message,
+    error_message,
+    is_failed,
+    tool_calls,
+    user_message,
+)
+from mulligan.providers.base import Done, StreamDelta, ToolSpec
+from mulligan.tools import run_tool, tool_specs
+
+if TYPE_CHECKING:
+    from mulligan.tools import Tool
+
+Event = dict[str, Any]
+# What get_steering / get_follow_ups return: texts (or ready user messages), often none.
+GetUserMessages = Callable[[], Iterable[str | UserMessage]]
+
+INTERRUPTED = ("Interrupted: this tool call was never answered. It may not have run, or may "
+               "have run in part; check before repeating it.")
+# The reason recorded when an abort replaces a model call (an aborted stream records its own).
+ABORTED = "Aborted: the run was stopped before the next model call."
+
+
+def run_agent(
+    model: Any,
+    system: str,
+    messages: list[Message],
+    tools: Sequence[Tool],
+    prompt: str,
+    *,
+    max_turns: int | None = None,
+    get_steering: GetUserMessages | None = None,
+    get_follow_ups: GetUserMessages | None = None,
+    abort: threading.Event | None = None,
+) -> Generator[Event, None, None]:
+    """Put `prompt` to `model` and keep going until it stops asking for tools. A generator of
+    events (plain dicts with a "type"); `messages` is the record, a list this appends to.
+
+    In: a model (``complete``, optionally ``stream``), the system prompt, the record so far, the
+    tools, and the user's prompt. Every model call is sent ``context_for_model(messages)`` and
+    ``tool_specs(tools)``.
+
+    Out: events, in balanced pairs on every exit the consumer sees -- agent_start ... agent_end
+    around the run, turn_start ... turn_end around each model call and its tool calls.
+    *Mutate, then announce*: each message (the prompt, steering and follow-up messages,
+    assistant replies including failures, tool results) is appended to `messages` before its
+    message_end is yielded. agent_end's "messages" are the messages this run appended.
+
+    A turn is: the user messages waiting to open it, one model call, then the reply's tool
+    calls, run one at a time in order, each answered by exactly one result.
+    The run stops when
+    - the model answers without tool calls and nobody has more to say (see below);
+    - a reply fails: the model raised, or returned stop_reason "error" or "aborted". The reply
+      is recorded as it is and nothing in it is acted on: its tool calls are never run;
+    - `max_turns` model calls have been made and another is due: an error message naming
+      max_turns is recorded instead of the call (checked before each call, never after);
+    - `abort` is set. It is checked before each model call (an aborted message with reason
+      ``ABORTED`` is recorded instead of the call) and before each tool call (that call and the
+      rest of the reply's calls get an ``INTERRUPTED`` result, is_error True). It is also passed
+      to ``model.stream`` and to ``run_tool``; an aborted stream's message is recorded as is.
+
+    The user speaks only where a user message keeps the transcript valid -- at the top of a
+    turn. `get_steering()` is asked once a turn's whole tool batch is answered, and also when
+    the model stops without tool calls, before deciding to end (and once at the start, so that
+    steering queued while idle goes in with the prompt). `get_follow_ups()` is asked only when
+    the run would otherwise end. Neither is asked after a failed reply or once `abort` is set.
+    Each returns texts (or user messages); each becomes one user message opening the next turn.
+
+    Never raised: a model's exception (it becomes an error message) or a tool's (run_tool makes
+    it a result). Raised: whatever `get_steering` / `get_follow_ups` raise.
+
+    Closed early (the consumer calls ``close()`` or drops the generator): a closed generator
+    cannot yield, so no further events are delivered -- not even the closing pairs -- and
+    nothing more runs: no model call, no tool. The record is still left valid: every tool call
+    of the current reply not yet answered gets an ``INTERRUPTED`` result, appended without an
+    event. The same close-out happens when an exception escapes. (`Harness` does better: it
+    finishes a closed run with the abort set, so its listeners still hear balanced events.)
+    """
+    toolbox = list(tools)
+    specs = tool_specs(toolbox)
+    new: list[Message] = []
+    # The calls of the current reply that have no result yet: what a close-out must answer.
+    unanswered: list[ToolCallBlock] = []
+
+    def record(message: Message) -> Event:
+        """Append `message` to the record, then make the event that announces it."""
+        messages.append(message)
+        new.append(message)
+        return {"type": "message_end", "message": message}
+
+    def aborted() -> bool:
+        return abort is not None and abort.is_set()
+
+    try:
+        yield {"type": "agent_start"}
+        pending = [user_message(prompt), *_ask(get_steering)]
+        calls_made = 0
+        while True:
+            yield {"type": "turn_start"}
+            for message in pending:
+                yield record(message)
+            reply: AssistantMessage
+            if aborted():
+                reply = error_message(ABORTED, stop_reason="aborted")
+            elif max_turns is not None and calls_made >= max_turns:
+                reply = error_message(f"Stopped: max_turns={max_turns} reached; the model was "
+                                      f"called {calls_made} times in this run.")
+            else:
+                calls_made += 1
+                reply = yield from _reply(model, system, context_for_model(messages), specs,
+                                          abort)
+            failed = is_failed(reply)
+            calls = [] if failed else tool_calls(reply)
+            unanswered = list(calls)  # set before the reply is announced: a close there answers
+            yield record(reply)
+            results: list[ToolResultMessage] = []
+            while unanswered:
+                call = unanswered[0]
+                if aborted():
+                    result = _interrupted(call)
+                    del unanswered[0]
+                    results.append(result)
+                    yield record(result)
+                    continue
+                yield {"type": "tool_execution_start", "tool_call_id": call["id"],
+                       "tool_name": call["name"], "arguments": call["arguments"]}
+                # Checked again: whoever heard the start may have aborted (Harness does, to
+                # finish a run its consumer closed), and then the tool must not run.
+                result = _interrupted(call) if aborted() else run_tool(toolbox, call, abort=abort)
+                del unanswered[0]  # no yield between the tool returning and its record
+                results.append(result)
+                yield record(result)
+                yield {"type": "tool_execution_end", "tool_call_id": call["id"],
+                       "tool_name": call["name"], "result": result,
+                       "is_error": result["is_error"]}
+            yield {"type": "turn_end", "message": reply, "tool_results": results}
+            if failed:
+                break
+            if aborted():
+                if not calls:
+                    break  # the model had finished; nothing was cut short
+                pending = []  # the next turn records the abort in place of the model call
+                continue
+            pending = _ask(get_steering)
+            if calls or pending:
+                continue
+            pending = _ask(get_follow_ups)
+            if not pending:
+                break
+        yield {"type": "agent_end", "messages": new}
+    finally:
+        # Only reached with calls unanswered when the run was closed or an exception escaped.
+        for call in unanswered:
+            result = _interrupted(call)
+            messages.append(result)
+            new.append(result)
+
+
+def _ask(get: GetUserMessages | None) -> list[UserMessage]:
+    """The user messages a callable has for us: [] if it has none, or was never passed."""
+    if get is None:
+        return []
+    return [user_message(item) if isinstance(item, str) else item for item in get()]
+
+
+def _interrupted(call: ToolCallBlock) -> ToolResultMessage:
+    return {"role": "toolResult", "tool_call_id": call["id"], "tool_name": call["name"],
+            "content": INTERRUPTED, "is_error": True}
+
+
+def _reply(
+    model: Any, system: str, context: list[Message], specs: list[ToolSpec],
+    abort: threading.Event | None,
+) -> Generator[Event, None, AssistantMessage]:
+    """One model call: the assistant message it ends in, after message_start/message_update
+    events if the model streams. The provider boundary: whatever the model raises or returns
+    that is not an assistant message becomes an error message here; this never raises an
+    Exception."""
+    stream = getattr(model, "stream", None)
+    if stream is None:
+        try:
+            answer = model.complete(system, context, specs)
+        except Exception as exc:  # a provider that broke its contract; becomes the record
+            return error_message(_failure(exc))
+        return _checked(answer)
+    partial = _Partial()
+    yield {"type": "message_start", "message": partial.snapshot()}
+    if abort is not None and abort.is_set():  # aborted while message_start was heard
+        return error_message(ABORTED, stop_reason="aborted")
+    deltas: Iterator[StreamDelta] | None = None
+    try:
+        deltas = iter(stream(system, context, specs, abort=abort))
+        for delta in deltas:
+            if delta["type"] == "done":
+                return _checked(cast(Done, delta)["message"])
+            partial.add(delta)
+            yield {"type": "message_update", "message": partial.snapshot(), "delta": delta}
+    except Exception as exc:  # as above; the words that had arrived are kept
+        return error_message(_failure(exc), content=partial.words())
+    finally:
+        close = getattr(deltas, "close", None)
+        if close is not None:
+            close()  # let the provider hang up (an HTTP stream) when we stop reading early
+    return error_message("The model's stream ended without a final message.",
+                         content=partial.words())
+
+
+def _failure(exc: Exception) -> str:
+    return f"The model failed: {type(exc).__name__}: {exc}"
+
+
+def _checked(answer: Any) -> AssistantMessage:
+    """`answer` if it looks like an assistant message, else an error message saying it did not."""
+    if (isinstance(answer, dict) and answer.get("role") == "assistant"
+            and isinstance(answer.get("content"), list) and "stop_reason" in answer):
+        return answer  # type: ignore[return-value]
+    return error_message(f"The model returned something that is not an assistant message: "
+                         f"{type(answer).__name__}")
+
+
+class _Partial:
+    """The assistant message being streamed, built from deltas. Tool call arguments arrive as
+    JSON fragments; a call's "arguments" is the last prefix that parsed ({} until one does)."""
+
+    def __init__(self) -> None:
+        self.blocks: list[Block] = []
+        self.raw: dict[str, str] = {}
+
+    def add(self, delta: StreamDelta) -> None:
+        last = self.blocks[-1] if self.blocks else None
+        if delta["type"] == "text":
+            if last is not None and last["type"] == "text":
+                last["text"] += delta["delta"]
+            else:
+                self.blocks.append({"type": "text", "text": delta["delta"]})
+        elif delta["type"] == "thinking":
+            if last is not None and last["type"] == "thinking":
+                last["thinking"] += delta["delta"]
+            else:
+                self.blocks.append({"type": "thinking", "thinking": delta["delta"]})
+        elif delta["type"] == "toolcall":
+            if last is None or last["type"] != "toolCall" or last["id"] != delta["id"]:
+                last = {"type": "toolCall", "id": delta["id"], "name": delta["name"],
+                        "arguments": {}}
+                self.blocks.append(last)
+            raw = self.raw[delta["id"]] = self.raw.get(delta["id"], "") + delta["delta"]
+            try:
+                parsed = json.loads(raw)
+            except ValueError:
+                return  # not a whole JSON value yet
+            if isinstance(parsed, dict):
+                last["arguments"] = parsed
+
+    def snapshot(self) -> AssistantMessage:
+        """A copy, so that whoever keeps an event does not see it change later."""
+        return assistant_message([dict(block) for block in self.blocks])  # type: ignore[misc]
+
+    def words(self) -> list[Block]:
+        """The text and thinking so far: what a failed stream's error message keeps."""
+        return [dict(b) for b in self.blocks if b["type"] != "toolCall"]  # type: ignore[misc]
+
+
+def context_for_model(messages: Sequence[Message]) -> list[Message]:
+    """What the model is sent, built from the record; the record is never changed.
+
+    A failed assistant message (stop_reason "error" or "aborted") keeps its text and thinking
+    but loses its tool calls -- they were never run, and a provider would want results for
+    them -- and if nothing is left it is left out. Then `repair_tool_history` pairs every call
+    with exactly one result. Returns a new list; messages that need no change are the record's
+    own objects.
+    """
+    view: list[Message] = []
+    for message in messages:
+        if message["role"] == "assistant" and is_failed(message):
+            kept: list[Block] = [b for b in message["content"] if b["type"] != "toolCall"]
+            if not kept:
+                continue
+            if len(kept) != len(message["content"]):
+                message = {**message, "content": kept}
+        view.append(message)
+    return repair_tool_history(view)
+
+
+def repair_tool_history(messages: Sequence[Message]) -> list[Message]:
+    """A copy of `messages` in which every tool call is followed at once by exactly one result.
+
+    Results are moved to just after the assistant message that made their call, in call
+    order; of two results for one call the first wins; a result whose call is nowhere is
+    dropped (its call cannot be invented); a call with no result gets one whose content is
+    ``INTERRUPTED``, is_error True. A tool call inside a failed assistant message (stop_reason
+    "error" or "aborted") was never a request to run anything: it gets no result, and a result
+    naming it counts as one without a call.
+
+    Pure and idempotent: the input is never changed, the output is a new list of the input's
+    own message objects (plus any INTERRUPTED results), and a valid transcript comes back equal
+    to itself. Call ids are taken to be unique.
+    """
+    live: set[str] = set()
+    for message in messages:
+        if message["role"] == "assistant" and not is_failed(message):
+            live.update(call["id"] for call in tool_calls(message))
+    first: dict[str, ToolResultMessage] = {}
+    for message in messages:
+        if message["role"] == "toolResult" and message["tool_call_id"] in live:
+            first.setdefault(message["tool_call_id"], message)
+    repaired: list[Message] = []
+    for message in messages:
+        if message["role"] == "toolResult":
+            continue  # put back below, after its call
+        repaired.append(message)
+        if message["role"] == "assistant" and not is_failed(message):
+            repaired.extend(first.get(call["id"]) or _interrupted(call)
+                            for call in tool_calls(message))
+    return repaired
