@@ -66,6 +66,7 @@ class Repl:
         self.controller = controller
         self.console = console or Console(highlight=False)
         self.width = width
+        self._patch_stdout = output is None  # a real terminal: print above the live prompt
         self._ctrl_c = False
         self._kind = "steer"
         self._fill: str | None = None
@@ -164,6 +165,8 @@ class Repl:
             self.controller.close()
 
     async def _main(self) -> int:
+        if not self._patch_stdout:
+            return await self._loop()
         with patch_stdout(raw=True):
             return await self._loop()
 

@@ -1,0 +1,318 @@
+"""The REPL driven as a user would: keys typed into prompt_toolkit's pipe input, output read
+from a rich Console writing to a string, a scripted model answering."""
+
+from __future__ import annotations
+
+import io
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+from prompt_toolkit.input import create_pipe_input
+from prompt_toolkit.output import DummyOutput
+from rich.console import Console
+
+from mulligan.app import Controller
+from mulligan.frontends.repl import Repl
+from mulligan.session import SessionLog
+from mulligan.session.store import new_session_path, newest_session
+from mulligan.testing import ScriptedModel, StreamingScriptedModel, say
+
+
+class Driver:
+    """A REPL on a thread, with a keyboard (`type`) and a screen (`screen`)."""
+
+    def __init__(self, repl: Repl, pipe, buffer: io.StringIO) -> None:
+        self.repl, self.pipe, self.buffer = repl, pipe, buffer
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.status: int | None = None
+        self.thread.start()
+        assert repl.wait_idle(0)
+
+    def _run(self) -> None:
+        self.status = self.repl.run()
+
+    def type(self, keys: str) -> str:
+        """Type `keys`, wait until the REPL is at rest again, return what it printed."""
+        seen, before = self.repl.idle_count, len(self.buffer.getvalue())
+        self.pipe.send_text(keys)
+        assert self.repl.wait_idle(seen), f"the REPL did not come back after {keys!r}"
+        return self.buffer.getvalue()[before:]
+
+    def quit(self, keys: str = "/quit\r") -> int | None:
+        self.pipe.send_text(keys)
+        self.thread.join(timeout=30)
+        assert not self.thread.is_alive()
+        return self.status
+
+
+def controller(tmp_path: Path, model, session_file: Path | None) -> Controller:
+    work = tmp_path / "work"
+    work.mkdir(exist_ok=True)
+    return Controller(model=model, tools=[], cwd=work, home=tmp_path / "home",
+                      session_file=session_file)
+
+
+@contextmanager
+def repl_on(c: Controller) -> Iterator[Driver]:
+    buffer = io.StringIO()
+    console = Console(file=buffer, width=100, color_system=None, highlight=False)
+    with create_pipe_input() as pipe:
+        repl = Repl(c, console=console, input=pipe, output=DummyOutput(), width=100)
+        driver = Driver(repl, pipe, buffer)
+        try:
+            yield driver
+        finally:
+            if driver.thread.is_alive():
+                driver.quit()
+
+
+@pytest.fixture
+def new_file(tmp_path: Path) -> Path:
+    return new_session_path(tmp_path / "home", (tmp_path / "work"))
+
+
+def test_a_typed_prompt_is_answered_with_streamed_text_and_saved(tmp_path, new_file):
+    c = controller(tmp_path, StreamingScriptedModel([say("Reading it now, carefully.")]),
+                   new_file)
+    with repl_on(c) as repl:
+        shown = repl.type("Make main.py faster.\r")
+        assert "Reading it now, carefully." in shown
+        assert repl.quit() == 0
+    log = SessionLog(new_file)
+    assert [e["type"] for e in log.entries()] == ["session_info", "message", "message"]
+    assert log.replay()[0]["content"] == "Make main.py faster."
+
+
+def test_nothing_is_written_when_the_user_quits_before_a_message(tmp_path, new_file):
+    c = controller(tmp_path, ScriptedModel([]), new_file)
+    with repl_on(c) as repl:
+        repl.type("/help\r")
+        assert repl.quit("\x04") == 0  # Ctrl-D
+    assert not new_file.exists()
+    assert not new_file.parent.exists()
+
+
+def test_tree_back_edit_and_resend_then_reopen_finds_the_same_tree_and_tip(tmp_path, new_file):
+    model = ScriptedModel([say("Cache the results in a global dict."),
+                           say("Done: main.py now keeps a module-level CACHE."),
+                           say("Then functools.cache on slow()."),
+                           say("Sure, no globals.")])
+    c = controller(tmp_path, model, new_file)
+    with repl_on(c) as repl:
+        repl.type("Make main.py faster.\r")
+        repl.type("Do it, then.\r")
+        tree = repl.type("/tree\r")
+        assert "e4  you: Do it, then." in tree and "◀ tip" in tree
+        shown = repl.type("/edit\r")       # back to just before "Do it, then."
+        assert "edit and press Enter" in shown
+        # The old text is in the input box: clear it (Ctrl-U... is not bound, so erase) and
+        # type the new answer.
+        shown = repl.type("\x7f" * len("Do it, then.") + "No global, please.\r")
+        assert "Then functools.cache on slow()." in shown
+        tree = repl.type("/tree\r")
+        assert "… 2 entries on an abandoned attempt (e4..e5)" in tree
+        assert "you: No global, please." in tree
+        assert repl.quit() == 0
+    before = SessionLog(new_file)
+    tip, transcript = before.tip(), before.replay()
+    assert [m["content"] for m in transcript if m["role"] == "user"] == [
+        "Make main.py faster.", "No global, please."]
+
+    reopened = newest_session(tmp_path / "home", tmp_path / "work")
+    assert reopened == new_file
+    c2 = controller(tmp_path, model, reopened)
+    with repl_on(c2) as repl:
+        tree_again = repl.type("/tree\r")
+        assert tree_again.strip().splitlines() == tree.strip().splitlines()
+        assert c2.tip() == tip
+        assert list(c2.harness.messages) == transcript
+
+
+def test_back_survives_a_restart_and_the_next_prompt_follows_the_branch_point(
+        tmp_path, new_file):
+    model = ScriptedModel([say("one"), say("two"), say("three")])
+    c = controller(tmp_path, model, new_file)
+    with repl_on(c) as repl:
+        repl.type("first\r")
+        repl.type("second\r")
+        shown = repl.type("/back e3\r")      # e3 is the answer "one"
+        assert "back at e3" in shown
+        assert repl.quit() == 0              # quit before typing anything
+
+    c2 = controller(tmp_path, model, new_file)
+    with repl_on(c2) as repl:
+        repl.type("again\r")
+    entries = SessionLog(new_file).entries()
+    again = next(e for e in entries if e.get("message", {}).get("content") == "again")
+    assert SessionLog(new_file).entry(again["parent_id"])["type"] == "branch"
+    assert SessionLog(new_file).entry(again["parent_id"])["parent_id"] == "e3"
+    assert [m["content"] if m["role"] == "user" else m["content"][0]["text"]
+            for m in model.calls[-1].messages] == ["first", "one", "again"]
+
+
+def test_back_without_an_id_picks_one_of_your_earlier_messages(tmp_path, new_file):
+    model = ScriptedModel([say("one"), say("two"), say("three")])
+    c = controller(tmp_path, model, new_file)
+    with repl_on(c) as repl:
+        repl.type("first\r")
+        repl.type("second\r")
+        repl.pipe.send_text("/back\r")
+        shown = repl.type("1\r")             # newest first: 1 is "second"
+        assert "back before e4" in shown
+        repl.type("other\r")
+    assert [m["content"] for m in SessionLog(new_file).replay() if m["role"] == "user"] == [
+        "first", "other"]
+
+
+def test_back_is_refused_before_the_first_message_by_name(tmp_path, new_file):
+    c = controller(tmp_path, ScriptedModel([]), new_file)
+    with repl_on(c) as repl:
+        shown = repl.type("/back e1\r")
+    assert "/back: this session has no messages yet" in shown
+    assert not new_file.exists()
+
+
+def test_label_name_and_fork_are_recorded_in_session_files(tmp_path, new_file):
+    c = controller(tmp_path, ScriptedModel([say("one")]), new_file)
+    with repl_on(c) as repl:
+        repl.type("first\r")
+        repl.type("/label e3 good answer\r")
+        repl.type("/name caching work\r")
+        assert "[good answer]" in repl.type("/tree\r")
+        shown = repl.type("/fork\r")
+        assert "forked" in shown
+    forked = c.session_file
+    assert forked != new_file
+    entries = SessionLog(forked).entries()
+    assert entries[0]["type"] == "session_info"
+    assert entries[0]["origin_file"] == str(new_file)
+    assert entries[0]["name"] == "caching work"
+    assert [e["id"] for e in entries] == [f"e{i}" for i in range(1, len(entries) + 1)]
+    assert [m["content"] for m in SessionLog(forked).replay() if m["role"] == "user"] == [
+        "first"]
+
+
+def test_ctrl_c_during_a_run_aborts_it_and_the_transcript_stays_valid(tmp_path, new_file):
+    def answer(request):
+        prompt = request.messages[-1]["content"]
+        return say(("a long answer " * 40) if prompt == "go" else f"answer to {prompt}")
+
+    model = StreamingScriptedModel(answer, pause=0.05)
+    c = controller(tmp_path, model, new_file)
+    with repl_on(c) as repl:
+        seen = repl.repl.idle_count
+        repl.pipe.send_text("go\r")
+        while not c.is_running and c.harness.messages == ():
+            pass
+        repl.pipe.send_text("\x03")          # Ctrl-C
+        assert repl.repl.wait_idle(seen)
+        assert "(aborted)" in repl.buffer.getvalue()
+        shown = repl.type("next\r")
+        assert "answer to next" in shown
+    transcript = SessionLog(new_file).replay()
+    assert transcript[0] == {"role": "user", "content": "go"}
+    assert transcript[1]["stop_reason"] == "aborted"
+    assert [m["role"] for m in transcript[2:]] == ["user", "assistant"]
+
+
+def test_ctrl_c_twice_at_the_prompt_quits(tmp_path, new_file):
+    c = controller(tmp_path, ScriptedModel([]), new_file)
+    with repl_on(c) as repl:
+        repl.pipe.send_text("\x03")
+        assert repl.quit("\x03") == 0
+
+
+def test_slash_commands_complete_with_tab(tmp_path, new_file):
+    from prompt_toolkit.document import Document
+
+    from mulligan.frontends.repl import SlashCompleter
+
+    found = [c.text for c in SlashCompleter().get_completions(Document("/fo"), None)]
+    assert found == ["/fork"]
+
+
+def wait_for(predicate, timeout: float = 30.0) -> bool:
+    done = threading.Event()
+    deadline = threading.Timer(timeout, done.set)
+    deadline.start()
+    try:
+        while not done.is_set():
+            if predicate():
+                return True
+            done.wait(0.01)
+        return False
+    finally:
+        deadline.cancel()
+
+
+def gated_model(gate: threading.Event) -> ScriptedModel:
+    """Answers "go" only once `gate` is set, so a test can type while the run is going on."""
+
+    def answer(request):
+        prompt = request.messages[-1]["content"]
+        if prompt == "go":
+            gate.wait(30)
+        return say(f"answer to {prompt}")
+
+    return ScriptedModel(answer)
+
+
+def test_enter_during_a_run_queues_a_steering_message(tmp_path, new_file):
+    gate = threading.Event()
+    c = controller(tmp_path, gated_model(gate), new_file)
+    with repl_on(c) as repl:
+        seen = repl.repl.idle_count
+        repl.pipe.send_text("go\r")
+        assert wait_for(lambda: c.is_running)
+        repl.pipe.send_text("use spaces\r")
+        assert wait_for(lambda: "(queued as steering: use spaces)" in repl.buffer.getvalue())
+        gate.set()
+        assert repl.repl.wait_idle(seen)
+        assert "answer to use spaces" in repl.buffer.getvalue()
+    assert [m["content"] for m in SessionLog(new_file).replay() if m["role"] == "user"] == [
+        "go", "use spaces"]
+
+
+def test_alt_enter_during_a_run_queues_a_follow_up(tmp_path, new_file):
+    gate = threading.Event()
+    c = controller(tmp_path, gated_model(gate), new_file)
+    with repl_on(c) as repl:
+        seen = repl.repl.idle_count
+        repl.pipe.send_text("go\r")
+        assert wait_for(lambda: c.is_running)
+        repl.pipe.send_text("now run the tests\x1b\r")  # Alt-Enter is Escape then Enter
+        assert wait_for(lambda: "(queued as a follow-up: now run the tests)"
+                        in repl.buffer.getvalue())
+        gate.set()
+        assert repl.repl.wait_idle(seen)
+    assert [m["content"] for m in SessionLog(new_file).replay() if m["role"] == "user"] == [
+        "go", "now run the tests"]
+
+
+def test_alt_enter_at_the_prompt_starts_a_new_line(tmp_path, new_file):
+    model = ScriptedModel([say("ok")])
+    c = controller(tmp_path, model, new_file)
+    with repl_on(c) as repl:
+        repl.type("line one\x1b\rline two\r")
+    assert model.calls[0].messages[-1]["content"] == "line one\nline two"
+
+
+def test_tool_results_are_shown_folded_past_a_few_lines(tmp_path, new_file):
+    from mulligan.testing import call, reply
+
+    tool = {"name": "count", "description": "count", "parameters": {"type": "object"},
+            "execute": lambda arguments: "\n".join(f"line {i}" for i in range(1, 11))}
+    model = ScriptedModel([reply(call("count", {}, id="c1")), say("counted")])
+    work = tmp_path / "work"
+    work.mkdir()
+    c = Controller(model=model, tools=[tool], cwd=work, home=tmp_path / "home",
+                   session_file=new_file)
+    with repl_on(c) as repl:
+        shown = repl.type("count\r")
+    assert "▸ count" in shown
+    assert "line 4" in shown and "line 5" not in shown
+    assert "… 6 more lines" in shown
+    assert "counted" in shown
