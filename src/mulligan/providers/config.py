@@ -1,0 +1,95 @@
+"""The provider part of ``$MULLIGAN_HOME/config.toml``: the default model, API keys, base URLs
+and a few per-provider settings.
+
+    model = "anthropic/claude-sonnet-4-5"          # optional default
+    [providers.anthropic]  api_key = "..."  base_url = "..."  max_tokens = 16000
+                           thinking_budget = 4000  timeout = 600  max_retries = 4
+    [providers.openai]     api_key = "..."  base_url = "..."  max_tokens = 4096
+                           timeout = 600  max_retries = 4
+    [local]                n_ctx = 4096  n_threads = 2  max_tokens = 512
+
+In: the home folder and the environment. Out: plain dicts and strings. Never writes anything,
+never creates the folder, and never puts a key into an error message. A file that is not TOML,
+or a setting that is unknown or of the wrong type, is a `ConfigError` naming the file.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from mulligan.providers.errors import ConfigError
+
+CONFIG_NAME = "config.toml"
+KEY_VARIABLES = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
+_SETTINGS: dict[str, dict[str, type | tuple[type, ...]]] = {
+    "anthropic": {"api_key": str, "base_url": str, "max_tokens": int, "thinking_budget": int,
+                  "timeout": (int, float), "max_retries": int},
+    "openai": {"api_key": str, "base_url": str, "max_tokens": int, "timeout": (int, float),
+               "max_retries": int},
+}
+
+
+def config_path(home: Path) -> Path:
+    return home / CONFIG_NAME
+
+
+def load_config(home: Path) -> dict[str, Any]:
+    """The parsed config file, or {} when there is none."""
+    path = config_path(home)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return {}
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read it: {exc.strerror}") from None
+    try:
+        config = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    if "model" in config and not isinstance(config["model"], str):
+        raise ConfigError(f"{path}: model must be a string like \"anthropic/claude-sonnet-4-5\"")
+    providers = config.get("providers", {})
+    if not isinstance(providers, dict):
+        raise ConfigError(f"{path}: [providers] must be a table")
+    for provider, table in providers.items():
+        _check_table(path, provider, table)
+    local = config.get("local", {})
+    if not isinstance(local, dict):
+        raise ConfigError(f"{path}: [local] must be a table")
+    return config
+
+
+def _check_table(path: Path, provider: str, table: object) -> None:
+    known = _SETTINGS.get(provider)
+    if known is None:
+        raise ConfigError(f"{path}: [providers.{provider}]: unknown provider; known: "
+                          f"{', '.join(_SETTINGS)}")
+    if not isinstance(table, dict):
+        raise ConfigError(f"{path}: [providers.{provider}] must be a table")
+    for key, value in table.items():
+        if key not in known:
+            raise ConfigError(f"{path}: [providers.{provider}] {key}: unknown setting; known: "
+                              f"{', '.join(known)}")
+        if not isinstance(value, known[key]) or isinstance(value, bool):
+            shown = "(hidden)" if key == "api_key" else repr(value)
+            raise ConfigError(f"{path}: [providers.{provider}] {key} = {shown} has the wrong "
+                              "type")
+
+
+def provider_settings(config: Mapping[str, Any], provider: str) -> dict[str, Any]:
+    """The [providers.<provider>] table (possibly empty)."""
+    return dict(config.get("providers", {}).get(provider, {}))
+
+
+def api_key(provider: str, config: Mapping[str, Any], env: Mapping[str, str]) -> str | None:
+    """The key for `provider`: its environment variable if set and non-empty, else the
+    config file's api_key, else None."""
+    variable = KEY_VARIABLES.get(provider)
+    from_env = env.get(variable, "").strip() if variable else ""
+    if from_env:
+        return from_env
+    configured = provider_settings(config, provider).get("api_key", "").strip()
+    return configured or None

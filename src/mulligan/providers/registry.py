@@ -1,0 +1,124 @@
+"""Model names to model objects: "anthropic/<id>", "openai/<id>", "local/<name>",
+"local:<path.gguf>".
+
+In: a name (or None for the configured default), an optional base URL, the environment and the
+Mulligan home. Out: a ready model object (nothing is sent until it is asked to answer).
+Raises, before any request: `UnknownModel` for a name we cannot place, `MissingApiKey` naming
+the environment variable, `ConfigError` for a broken config file; the local provider's own
+named errors for local names. SDK modules and the local engine are imported only when a name
+needs them.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from mulligan.home import mulligan_home
+from mulligan.providers.base import Model
+from mulligan.providers.config import (
+    KEY_VARIABLES,
+    api_key,
+    config_path,
+    load_config,
+    provider_settings,
+)
+from mulligan.providers.errors import ConfigError, MissingApiKey, UnknownModel
+
+__all__ = ["resolve_model", "default_model_name", "parse_name", "MissingApiKey",
+           "UnknownModel", "ConfigError", "LOCAL_DEFAULT", "HOSTED_DEFAULTS",
+           "NO_KEY_PLACEHOLDER"]
+
+LOCAL_DEFAULT = "local/smollm2-135m"
+HOSTED_DEFAULTS = {"anthropic": "anthropic/claude-sonnet-4-5", "openai": "openai/gpt-4.1"}
+# Sent as the key to an OpenAI-compatible server on a base URL when none is configured: local
+# servers (ollama, llama.cpp) check none, and the SDK refuses to start without one.
+NO_KEY_PLACEHOLDER = "not-needed"
+_EXAMPLES = ("anthropic/claude-sonnet-4-5, openai/gpt-4.1, openai/qwen2.5-coder with "
+             "--base-url http://localhost:11434/v1, local/smollm2-135m, local:/path/model.gguf")
+
+
+def parse_name(name: str) -> tuple[str, str]:
+    """("anthropic", "claude-sonnet-4-5") from "anthropic/claude-sonnet-4-5";
+    ("local", name) for local names. UnknownModel for anything else."""
+    if name.startswith("local:"):
+        if not name[len("local:"):].strip():
+            raise UnknownModel(f"model {name!r}: give the path of a .gguf file after 'local:'")
+        return "local", name
+    provider, slash, model_id = name.partition("/")
+    if provider == "local" and slash and model_id:
+        return "local", name
+    if not slash or not model_id.strip():
+        raise UnknownModel(f"model {name!r} is not of the form provider/model-id "
+                           f"(for example {_EXAMPLES})")
+    if provider not in KEY_VARIABLES:
+        hint = ""
+        if provider in ("ollama", "llamacpp", "llama.cpp", "vllm", "lmstudio", "openrouter"):
+            hint = (f"; {provider} speaks the OpenAI API: use openai/{model_id} with "
+                    "--base-url (see docs/providers.md)")
+        raise UnknownModel(f"model {name!r}: unknown provider {provider!r}; known: "
+                           f"anthropic, openai, local{hint}")
+    return provider, model_id
+
+
+def default_model_name(
+    env: Mapping[str, str] | None = None, home: Path | None = None
+) -> tuple[str, bool]:
+    """(name, is_fallback): config.toml's ``model`` if set; else the default hosted model of
+    the first provider with a key (Anthropic, then OpenAI); else the embedded local model, with
+    is_fallback True."""
+    env = os.environ if env is None else env
+    config = load_config(mulligan_home(env) if home is None else home)
+    if config.get("model"):
+        return config["model"], False
+    for provider, name in HOSTED_DEFAULTS.items():
+        if api_key(provider, config, env):
+            return name, False
+    return LOCAL_DEFAULT, True
+
+
+def resolve_model(
+    name: str | None, *, base_url: str | None = None, env: Mapping[str, str] | None = None,
+    home: Path | None = None,
+) -> Model:
+    """The model called `name` (None: `default_model_name`). `base_url` (--base-url) overrides
+    the config file's base_url for the hosted providers."""
+    env = os.environ if env is None else env
+    home = mulligan_home(env) if home is None else home
+    config = load_config(home)
+    if name is None:
+        name, _ = default_model_name(env, home)
+    provider, model_id = parse_name(name)
+    if provider == "local":
+        if base_url:
+            raise ConfigError(f"--base-url does not apply to {name!r}: local models run in "
+                              "this process (for a local *server*, use openai/<model> "
+                              "--base-url)")
+        local = importlib.import_module("mulligan.providers.local")
+        settings = config.get("local", {})
+        return local.resolve_local(name, settings)
+    settings = provider_settings(config, provider)
+    url = settings.pop("base_url", None)
+    url = base_url or url
+    key = api_key(provider, config, env)
+    settings.pop("api_key", None)
+    if key is None:
+        if provider == "openai" and url:
+            key = NO_KEY_PLACEHOLDER
+        else:
+            raise MissingApiKey(provider, KEY_VARIABLES[provider], str(config_path(home)))
+    return _build(provider, model_id, key, url, settings)
+
+
+def _build(provider: str, model_id: str, key: str, url: str | None,
+           settings: dict[str, Any]) -> Model:
+    if provider == "anthropic":
+        from mulligan.providers.anthropic import AnthropicModel
+
+        return AnthropicModel(model_id, api_key=key, base_url=url, **settings)
+    from mulligan.providers.openai_chat import OpenAIChatModel
+
+    return OpenAIChatModel(model_id, api_key=key, base_url=url, **settings)
