@@ -92,8 +92,8 @@ def grep_tool(
             if len(hits) >= limit:
                 break
         if not hits:
-            where = f" in files matching {glob}" if glob else ""
-            return f"No matches for {pattern!r} in {path}{where}."
+            only = f" (files matching {glob})" if glob else ""
+            return f"No matches for {pattern!r} in {_place(path)}{only}."
         kept = truncate_head("\n".join(hits) + "\n", max_lines, max_bytes)
         text = kept.text
         if kept.truncated:
@@ -149,7 +149,7 @@ def find_tool(
                        for p in ws.walk(start, dirs=True)
                        if wanted(p.relative_to(start).as_posix()))
         if not found:
-            return f"No paths match {pattern!r} in {path}."
+            return f"No paths match {pattern!r} in {_place(path)}."
         kept = truncate_head("\n".join(found) + "\n", max_lines, max_bytes)
         return kept.text + (f"[Showing {kept.shown} of {kept.total} paths. Use a narrower "
                             "pattern or path.]" if kept.truncated else "")
@@ -237,6 +237,10 @@ def _glob_regex(pattern: str) -> str:
             out.append(re.escape(char))
         i += 1
     return "".join(out)
+
+
+def _place(path: str) -> str:
+    return "the workspace" if path in (".", "./", "") else path
 
 
 def _matches(file: Path, regex: re.Pattern[str], shown: str, room: int) -> list[str]:
