@@ -66,6 +66,8 @@ def render_tree(
     labels = labels_of(entries)
     hidden = {e["id"] for e in entries if e.get("type") == "label"}
     id_width = max(len(e["id"]) for e in entries) + 1
+    # The tip may be a label line (not drawn): then the entry it hangs under is marked.
+    shown_tip = next((i for i in reversed(path_ids(entries, tip)) if i not in hidden), None)
     lines: list[str] = []
 
     def visible_children(entry_id: str | None) -> list[str]:
@@ -77,16 +79,11 @@ def render_tree(
 
     def line(prefix: str, entry_id: str) -> str:
         tag = f" [{labels[entry_id]}]" if entry_id in labels else ""
-        tip_tag = TIP_MARK if entry_id == tip or (entry_id in on_path and _only_hidden_below(
-            entry_id)) else ""
+        tip_tag = TIP_MARK if entry_id == shown_tip else ""
         head = f"{prefix}{entry_id:<{id_width}} "
         words = describe(by_id[entry_id])
         room = width - len(head) - len(tag) - len(tip_tag)
         return head + _cut(words, room) + tag + tip_tag
-
-    def _only_hidden_below(entry_id: str) -> bool:
-        # The tip may be a label line; then the entry it hangs on is drawn as the tip.
-        return tip in hidden and tip is not None and path_ids(entries, tip)[-2:-1] == [entry_id]
 
     def folded(prefix: str, root: str) -> str:
         ids = [i for i in subtree_ids(children, root) if i not in hidden]

@@ -1,0 +1,78 @@
+"""Exporting one branch: Markdown, plain text, and a new linear session file."""
+
+from __future__ import annotations
+
+import stat
+
+import pytest
+
+from mulligan.session import SessionLog
+from mulligan.session.export import ExportTargetExists, to_markdown, to_text, write_linear
+from mulligan.testing import call, reply, say, tool_result, user
+
+READ = call("read", {"path": "main.py"}, id="c1")
+
+
+def branched(tmp_path):
+    log = SessionLog(tmp_path / "s.jsonl", fsync=False)
+    log.append_session_info(cwd="/work", model="scripted", name="speedup")
+    for message in [user("Make main.py faster."), reply("Reading it.", READ),
+                    tool_result(READ, "x = ```\n"), say("Cache it globally?"),
+                    user("Do it, then."), say("Done: CACHE added.")]:
+        log.append_message(message)
+    log.branch_to("e5")
+    log.append_message(user("No global, please."))
+    log.append_label("e9", "the right answer")
+    log.append_message(say("functools.cache it is."))
+    return log
+
+
+def test_markdown_holds_the_branch_at_the_tip_and_not_the_abandoned_attempt(tmp_path):
+    log = branched(tmp_path)
+    text = to_markdown(log.entries(), log.tip(), title="Session s")
+    assert text.startswith("# Session s\n")
+    assert "## You (e9) — *the right answer*" in text
+    assert "functools.cache it is." in text
+    assert "Do it, then." not in text
+    assert '"path": "main.py"' in text
+    assert "````\nx = ```\n````" in text  # a fence longer than the backticks inside
+
+
+def test_markdown_of_an_earlier_leaf_is_that_attempt(tmp_path):
+    log = branched(tmp_path)
+    text = to_markdown(log.entries(), "e7")
+    assert "Do it, then." in text and "No global" not in text
+
+
+def test_text_transcript_names_each_message_by_id(tmp_path):
+    log = branched(tmp_path)
+    text = to_text(log.entries(), log.tip())
+    assert "[e2] you\nMake main.py faster." in text
+    assert '[e3] assistant\nReading it.\n→ read {"path": "main.py"}' in text
+
+
+def test_jsonl_export_is_a_linear_session_naming_its_origin(tmp_path):
+    log = branched(tmp_path)
+    target = tmp_path / "out.jsonl"
+    write_linear(log.entries(), log.tip(), target, origin_file=log.path)
+    copy = SessionLog(target)
+    entries = copy.entries()
+    assert entries[0]["type"] == "session_info"
+    assert entries[0]["origin_file"] == str(log.path)
+    assert entries[0]["origin_entry"] == log.tip()
+    assert entries[0]["name"] == "speedup"
+    assert [e["id"] for e in entries] == [f"e{i}" for i in range(1, len(entries) + 1)]
+    assert all(e["type"] != "branch" for e in entries)
+    assert copy.replay() == log.replay()
+    label = next(e for e in entries if e["type"] == "label")
+    assert copy.entry(label["target_id"])["message"] == user("No global, please.")
+    assert stat.S_IMODE(target.stat().st_mode) == 0o600
+
+
+def test_jsonl_export_never_overwrites(tmp_path):
+    log = branched(tmp_path)
+    target = tmp_path / "out.jsonl"
+    target.write_text("keep me\n")
+    with pytest.raises(ExportTargetExists):
+        write_linear(log.entries(), log.tip(), target, origin_file=log.path)
+    assert target.read_text() == "keep me\n"

@@ -1,0 +1,60 @@
+"""One live writer per session: the lease file."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from mulligan.session.lease import LeaseHeld, acquire, lease_path, read_holder
+
+
+def test_the_lease_file_names_this_process_and_goes_away_on_release(tmp_path):
+    session = tmp_path / "s.jsonl"
+    lease = acquire(session)
+    holder = json.loads(lease_path(session).read_text())
+    assert holder["pid"] == os.getpid() and holder["host"] and holder["started"]
+    lease.release()
+    assert not lease_path(session).exists()
+    lease.release()  # twice is harmless
+
+
+def test_a_second_writer_is_refused_with_the_holders_pid(tmp_path):
+    session = tmp_path / "s.jsonl"
+    holder = subprocess.Popen(
+        [sys.executable, "-c",
+         "import sys,time; from mulligan.session.lease import acquire;"
+         f"acquire(__import__('pathlib').Path({str(session)!r})); print('held', flush=True);"
+         "sys.stdin.read()"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(LeaseHeld) as refused:
+            acquire(session)
+        assert f"pid {holder.pid}" in str(refused.value)
+    finally:
+        holder.stdin.close()
+        holder.wait()
+    assert not lease_path(session).exists()  # released at the holder's exit
+
+
+def test_a_lease_whose_process_is_gone_is_taken_over(tmp_path):
+    session = tmp_path / "s.jsonl"
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    host = __import__("socket").gethostname()
+    lease_path(session).write_text(json.dumps({"pid": dead.pid, "started": "x", "host": host}))
+    lease = acquire(session)
+    assert read_holder(session)["pid"] == os.getpid()
+    lease.release()
+
+
+def test_releasing_leaves_a_lease_taken_over_by_someone_else_alone(tmp_path):
+    session = tmp_path / "s.jsonl"
+    lease = acquire(session)
+    lease_path(session).write_text(json.dumps({"pid": 1, "started": "y", "host": "h"}))
+    lease.release()
+    assert read_holder(session)["pid"] == 1

@@ -1,0 +1,99 @@
+"""The tree view, drawn from entry dicts of a real session file."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from mulligan.frontends.tree import render_tree
+from mulligan.session import SessionLog
+from mulligan.session.branches import message_leaves
+from mulligan.testing import call, reply, say, tool_result, user
+
+READ = call("read", {"path": "main.py"}, id="c1")
+
+
+def drawn(entries, tip, **options) -> list[str]:
+    """The tree's lines with the id column's padding squeezed to one space."""
+    return [re.sub(r"(e\d+) +", r"\1 ", line, count=1)
+            for line in render_tree(entries, tip, **options)]
+
+
+def regret_session(tmp_path: Path) -> SessionLog:
+    """The session from the design's lesson: six messages, then back to e5 (the offer)."""
+    log = SessionLog(tmp_path / "s.jsonl", fsync=False)
+    log.append_session_info(cwd="/work", model="scripted")
+    for message in [user("Make main.py faster."), reply("Reading it.", READ),
+                    tool_result(READ, "def slow(n): return sum(range(n))"),
+                    say("Cache the results in a global dict."), user("Do it, then."),
+                    say("Done: main.py now keeps a module-level CACHE.")]:
+        log.append_message(message)
+    log.branch_to("e5")
+    log.append_message(user("No global, please."))
+    log.append_message(say("Then functools.cache on slow()."))
+    return log
+
+
+def test_the_current_path_runs_down_the_left_and_the_tip_is_marked(tmp_path):
+    log = regret_session(tmp_path)
+    lines = drawn(log.entries(), log.tip(), width=100)
+    assert lines[0].startswith("e1 session:")
+    assert lines[1] == "e2 you: Make main.py faster."
+    assert lines[2] == "e3 ai: Reading it. read(main.py)"
+    assert lines[3] == "e4 read → def slow(n): return sum(range(n))"
+    assert lines[-1] == "e10 ai: Then functools.cache on slow(). ◀ tip"
+    assert sum("◀ tip" in line for line in lines) == 1
+
+
+def test_an_abandoned_attempt_is_folded_into_one_line_by_default(tmp_path):
+    log = regret_session(tmp_path)
+    lines = drawn(log.entries(), log.tip(), width=100)
+    assert "├─ … 2 entries on an abandoned attempt (e6..e7)" in lines
+    assert not any("Do it, then." in line for line in lines)
+    assert "e8 ↩ back to e5" in lines
+
+
+def test_unfolded_the_abandoned_attempt_hangs_off_its_fork_point(tmp_path):
+    log = regret_session(tmp_path)
+    lines = drawn(log.entries(), log.tip(), fold=False, width=100)
+    at = lines.index("e5 ai: Cache the results in a global dict.")
+    assert lines[at + 1] == "├─ e6 you: Do it, then."
+    assert lines[at + 2] == "│  e7 ai: Done: main.py now keeps a module-level CACHE."
+    assert lines[at + 3] == "e8 ↩ back to e5"
+
+
+def test_every_line_fits_a_narrow_terminal(tmp_path):
+    log = regret_session(tmp_path)
+    for width in (30, 40, 60):
+        lines = render_tree(log.entries(), log.tip(), fold=False, width=width)
+        assert all(len(line) <= width for line in lines)
+        assert lines[-1].endswith("◀ tip")
+
+
+def test_labels_show_on_the_entries_they_name_and_in_folded_attempts(tmp_path):
+    log = regret_session(tmp_path)
+    log.append_label("e10", "the good one")
+    log.append_label("e6", "regret")
+    lines = drawn(log.entries(), log.tip(), width=100)
+    assert "e10 ai: Then functools.cache on slow(). [the good one] ◀ tip" in lines
+    assert any("(e6..e7) [regret]" in line for line in lines)
+
+
+def test_the_tip_on_an_old_attempt_is_followed_and_the_newer_one_folded(tmp_path):
+    log = regret_session(tmp_path)
+    log.branch_to("e7")
+    lines = drawn(log.entries(), log.tip(), width=100)
+    assert "e6 you: Do it, then." in lines
+    assert any("abandoned attempt (e8..e10)" in line for line in lines)
+    assert lines[-1] == "e11 ↩ back to e7 ◀ tip"
+
+
+def test_each_attempt_that_ends_in_a_message_counts_as_a_branch(tmp_path):
+    log = regret_session(tmp_path)
+    assert message_leaves(log.entries()) == ["e7", "e10"]
+    log.branch_to("e2")  # a branch line nobody wrote after adds no attempt
+    assert message_leaves(log.entries()) == ["e7", "e10"]
+
+
+def test_an_empty_session_says_so(tmp_path):
+    assert render_tree([], None) == ["(empty session: nothing has been said yet)"]
