@@ -199,7 +199,8 @@ class Harness:
                     # Closed early, or a listener raised: finish the run for the listeners.
                     abort.set()
                     for event in loop:
-                        failure = failure or self._tell(event, fallen)
+                        late = self._tell(event, fallen)  # told even when failure is set
+                        failure = failure or late
                 loop.close()  # a no-op unless something above raised mid-drain
             finally:
                 with self._lock:
