@@ -1,0 +1,91 @@
+"""JsonRenderer and FinalTextRenderer: folds over the events of a run."""
+
+from __future__ import annotations
+
+import io
+import json
+
+from mulligan.frontends.final_text import FinalTextRenderer
+from mulligan.frontends.json_lines import JsonRenderer
+from mulligan.harness import Harness
+from mulligan.testing import ScriptedModel, StreamingScriptedModel, call, reply, say
+from test_loop_support import tool
+
+
+class CountingFlush(io.StringIO):
+    def __init__(self) -> None:
+        super().__init__()
+        self.flushes = 0
+
+    def flush(self) -> None:
+        self.flushes += 1
+        super().flush()
+
+
+def test_the_json_renderer_writes_each_event_as_one_flushed_json_line() -> None:
+    out = CountingFlush()
+    render = JsonRenderer(out)
+    h = Harness(ScriptedModel([reply(call("read", id="c1")), say("Done.")]), "system",
+                [tool("read")])
+    events = []
+    for event in h.prompt("go"):
+        render(event)
+        events.append(event)
+    lines = out.getvalue().splitlines()
+    assert [json.loads(line) for line in lines] == events
+    assert out.flushes == len(events)
+    assert render.status == 0
+
+
+def test_the_json_renderer_writes_streamed_updates_too() -> None:
+    out = io.StringIO()
+    render = JsonRenderer(out)
+    h = Harness(StreamingScriptedModel([say("two words")]), "system", [])
+    for event in h.prompt("go"):
+        render(event)
+    types = [json.loads(line)["type"] for line in out.getvalue().splitlines()]
+    assert types.count("message_update") == 2
+
+
+def test_the_json_renderer_status_is_one_when_the_run_failed() -> None:
+    render = JsonRenderer(io.StringIO())
+    for event in Harness(ScriptedModel([RuntimeError("down")]), "system", []).prompt("go"):
+        render(event)
+    assert render.status == 1
+
+
+def test_the_final_text_renderer_prints_only_the_last_answer() -> None:
+    out, err = io.StringIO(), io.StringIO()
+    render = FinalTextRenderer(out, err)
+    h = Harness(ScriptedModel([reply("Looking.", call("read", id="c1")), say("The answer.")]),
+                "system", [tool("read")])
+    for event in h.prompt("go"):
+        render(event)
+    assert out.getvalue() == "The answer.\n"
+    assert err.getvalue() == ""
+    assert render.status == 0
+
+
+def test_the_final_text_renderer_prints_the_error_to_err_and_fails_a_failed_run() -> None:
+    out, err = io.StringIO(), io.StringIO()
+    render = FinalTextRenderer(out, err)
+    h = Harness(ScriptedModel([reply(call("read", id="c1")), say("never")]), "system",
+                [tool("read")], max_turns=1)
+    for event in h.prompt("go"):
+        render(event)
+    assert out.getvalue() == ""
+    assert err.getvalue().startswith("Error: ") and "max_turns=1" in err.getvalue()
+    assert render.status == 1
+
+
+def test_the_final_text_renderer_can_be_a_listener_and_starts_afresh_each_run() -> None:
+    out, err = io.StringIO(), io.StringIO()
+    render = FinalTextRenderer(out, err)
+    h = Harness(ScriptedModel([RuntimeError("down"), say("Back up.")]), "system", [])
+    h.subscribe(render)
+    list(h.prompt("one"))
+    assert render.status == 1
+    list(h.prompt("two"))
+    assert render.status == 0
+    assert out.getvalue() == "Back up.\n"
+    assert err.getvalue() == "Error: The model failed: RuntimeError: down\n"
