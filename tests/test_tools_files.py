@@ -171,3 +171,19 @@ def test_a_file_tool_failure_through_run_tool_is_one_error_result(tmp_path: Path
     result = run_tool(coding_tools(tmp_path), call("read", {"path": "gone.txt"}, id="r1"))
     assert (result["tool_call_id"], result["is_error"]) == ("r1", True)
     assert result["content"].startswith("File not found: gone.txt.")
+
+
+@pytest.mark.parametrize("ending", ["\n", ""])
+@pytest.mark.parametrize(("offset", "limit"), [(1, 1), (2, 3), (5, 1)])
+def test_read_counts_every_line_of_the_file_in_its_hint(
+    tmp_path: Path, ending: str, offset: int, limit: int
+) -> None:
+    (tmp_path / "f.txt").write_text("\n".join(f"l{n}" for n in range(1, 7)) + ending)
+    out = read(tmp_path, path="f.txt", offset=offset, limit=limit)
+    last = offset + limit - 1
+    assert out.endswith(f"[Showing lines {offset}-{last} of 6. Use offset={last + 1} to continue.]")
+
+
+def test_read_of_the_last_line_without_a_newline_has_no_hint(tmp_path: Path) -> None:
+    (tmp_path / "f.txt").write_text("a\nb\nc")
+    assert read(tmp_path, path="f.txt", offset=3) == "c"

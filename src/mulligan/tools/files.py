@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from mulligan.tools.base import Tool, ToolError
 from mulligan.tools.budget import MAX_BYTES, MAX_LINES, cut_utf8_head, split_lines, truncate_head
@@ -35,36 +35,37 @@ def read_tool(
         offset = int(arguments.get("offset", 1))
         limit = arguments.get("limit")
         file = _existing_file(ws, path)
-        data = file.read_bytes()
-        if is_binary(data[:_SNIFF]):
-            raise ToolError(f"{path} is a binary file ({len(data)} bytes); read shows text only. "
-                            "Use bash (e.g. `file`, `xxd | head`) to inspect it.")
-        text, lossy = _decode(data)
+        with file.open("rb") as handle:
+            if is_binary(handle.read(_SNIFF)):
+                raise ToolError(f"{path} is a binary file ({file.stat().st_size} bytes); read "
+                                "shows text only. Use bash (e.g. `file`, `xxd | head`) to "
+                                "inspect it.")
+            handle.seek(0)
+            want = max_lines + 1 if limit is None else min(int(limit), max_lines + 1)
+            window, total = _window(handle, offset, want, max_bytes)
+        if not total:
+            return f"[{path} is empty.]"
+        if offset > total:
+            raise ToolError(f"offset {offset} is past the end of {path}, which has "
+                            f"{total} lines.")
+        text, lossy = _decode(b"".join(window))
         note = (f"[{path} is not valid UTF-8: bytes that could not be decoded are shown as "
                 "\ufffd.]\n") if lossy else ""
-        lines = split_lines(text)
-        if not lines:
-            return f"{note}[{path} is empty.]"
-        if offset > len(lines):
-            raise ToolError(f"offset {offset} is past the end of {path}, which has "
-                            f"{len(lines)} lines.")
-        end = len(lines) if limit is None else min(len(lines), offset - 1 + int(limit))
-        kept = truncate_head("".join(lines[offset - 1:end]), max_lines, max_bytes)
+        kept = truncate_head(text, max_lines, max_bytes)
         if kept.shown == 0:  # one line bigger than the whole budget: show its start, say so
-            line = lines[offset - 1]
+            line = split_lines(text)[0]
             start = cut_utf8_head(line, max_bytes)
-            onward = (f" Use offset={offset + 1} to continue after it."
-                      if offset < len(lines) else "")
-            return (f"{note}{start}\n[Line {offset} of {path} is {len(line.encode())} bytes, "
+            onward = f" Use offset={offset + 1} to continue after it." if offset < total else ""
+            return (f"{note}{start}\n[Line {offset} of {path} is {len(window[0])} bytes, "
                     f"over the {max_bytes}-byte budget; only its first "
                     f"{len(start.encode())} bytes are shown. Use bash (e.g. cut -c or "
                     f"head -c) to see the rest of that line.{onward}]")
         body = kept.text
         last = offset + kept.shown - 1
-        if last < len(lines):
+        if last < total:
             if not body.endswith("\n"):
                 body += "\n"
-            body += (f"[Showing lines {offset}-{last} of {len(lines)}. "
+            body += (f"[Showing lines {offset}-{last} of {total}. "
                      f"Use offset={last + 1} to continue.]")
         return note + body
 
@@ -201,6 +202,29 @@ def _existing_file(ws: Workspace, path: str) -> Path:
     if file.is_dir():
         raise ToolError(f"{path} is a folder, not a file. Use ls to list it.")
     return file
+
+
+def _window(handle: BinaryIO, offset: int, want: int, max_bytes: int) -> tuple[list[bytes], int]:
+    """(lines, total): up to `want` raw lines from line `offset` on, stopping after the first
+    line that takes them over `max_bytes`, and the number of lines in the whole file. Streams,
+    so a huge file costs one window of memory, not the file (a single huge line still costs
+    itself)."""
+    window: list[bytes] = []
+    size, number = 0, 0
+    for number, line in enumerate(handle, 1):
+        if number >= offset:
+            window.append(line)
+            size += len(line)
+            if len(window) >= want or size > max_bytes:
+                break
+    else:
+        return window, number
+    # The rest only needs counting: in large blocks, not line by line.
+    rest, unfinished = 0, False  # unfinished: the file ends in a line without its newline
+    while block := handle.read(1 << 20):
+        rest += block.count(b"\n")
+        unfinished = not block.endswith(b"\n")
+    return window, number + rest + (1 if unfinished else 0)
 
 
 def _decode(data: bytes) -> tuple[str, bool]:

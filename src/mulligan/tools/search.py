@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from mulligan.tools.base import Tool, ToolError
-from mulligan.tools.budget import MAX_BYTES, MAX_LINES, split_lines, truncate_head
+from mulligan.tools.budget import MAX_BYTES, MAX_LINES, truncate_head
 from mulligan.tools.workspace import SKIPPED_DIRS, Workspace, is_binary
 
 __all__ = ["find_tool", "glob_matcher", "grep_tool", "ls_tool"]
@@ -245,21 +245,20 @@ def _place(path: str) -> str:
 
 def _matches(file: Path, regex: re.Pattern[str], shown: str, room: int) -> list[str]:
     """Up to `room` "file:line: text" hits in one file; [] for a binary or unreadable file."""
+    hits: list[str] = []
     try:
         with file.open("rb") as handle:
             if is_binary(handle.read(_SNIFF)):
                 return []
             handle.seek(0)
-            text = handle.read().decode("utf-8", errors="replace")
+            for number, raw in enumerate(handle, 1):  # streamed: a big log costs a line
+                line = raw.decode("utf-8", errors="replace").rstrip("\n").rstrip("\r")
+                if regex.search(line):
+                    if len(line) > _LONG_LINE:
+                        line = line[:_LONG_LINE] + " [...]"
+                    hits.append(f"{shown}:{number}: {line}")
+                    if len(hits) >= room:
+                        break
     except OSError:
-        return []  # vanished or unreadable mid-walk: a search passes over it
-    hits = []
-    for number, line in enumerate(split_lines(text), 1):
-        line = line.removesuffix("\n").removesuffix("\r")
-        if regex.search(line):
-            if len(line) > _LONG_LINE:
-                line = line[:_LONG_LINE] + " [...]"
-            hits.append(f"{shown}:{number}: {line}")
-            if len(hits) >= room:
-                break
+        pass  # vanished or unreadable mid-walk: a search passes over it, keeping what it found
     return hits

@@ -89,17 +89,37 @@ def run_command(
     os.set_blocking(fd, False)
     tail = _Tail(keep)
     deadline = time.monotonic() + timeout
-    ended: Literal["exited", "timeout", "aborted"] = "exited"
-    eof, held_open, exited_at = False, False, None
+    try:
+        ended, held_open = _wait(proc, fd, tail, deadline, abort)
+    except BaseException:  # e.g. KeyboardInterrupt: never leave the command running behind us
+        _kill_group(proc.pid)
+        proc.wait()
+        proc.stdout.close()
+        raise
+    if ended != "exited" or held_open:
+        _kill_group(proc.pid)
+        _drain(fd, tail)
+    proc.wait()
+    proc.stdout.close()
+    output, total, dropped = tail.text()
+    return CommandRun(output, total, ended, proc.returncode if ended == "exited" else None,
+                      dropped, held_open)
+
+
+def _wait(
+    proc: subprocess.Popen[bytes], fd: int, tail: _Tail, deadline: float,
+    abort: threading.Event | None,
+) -> tuple[Literal["exited", "timeout", "aborted"], bool]:
+    """Read output into `tail` until bash has exited and the output is closed, the deadline
+    passes, or `abort` is set: (how it ended, whether background processes held the output)."""
+    eof, exited_at = False, None
     with selectors.DefaultSelector() as selector:
         selector.register(fd, selectors.EVENT_READ)
         while True:
             if abort is not None and abort.is_set():
-                ended = "aborted"
-                break
+                return "aborted", False
             if time.monotonic() >= deadline:
-                ended = "timeout"
-                break
+                return "timeout", False
             if not eof:
                 if selector.select(_POLL):
                     chunk = _read(fd)
@@ -113,19 +133,10 @@ def run_command(
                     proc.wait(_POLL)
             if proc.poll() is not None:
                 if eof:
-                    break
+                    return "exited", False
                 exited_at = exited_at or time.monotonic()
                 if time.monotonic() - exited_at >= _GRACE:
-                    held_open = True  # background processes still write to our pipe
-                    break
-    if ended != "exited" or held_open:
-        _kill_group(proc.pid)
-        _drain(fd, tail)
-    proc.wait()
-    proc.stdout.close()
-    output, total, dropped = tail.text()
-    return CommandRun(output, total, ended, proc.returncode if ended == "exited" else None,
-                      dropped, held_open)
+                    return "exited", True  # background processes still hold our pipe
 
 
 def bash_tool(
