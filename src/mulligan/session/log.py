@@ -114,24 +114,24 @@ class SessionLog:
         """(entry id, message) for every message entry on the branch that ends at the tip,
         oldest first. Other entries on the branch (branch, label, ...) are stepped over; the
         whole walk is validated and every refusal names the entry."""
-        with self._mutex:
-            self._refresh()
-            index = self._index
-            entries = index.entries
-            rows = []
-            for at in index.walk(index.tip()):
-                entry = entries[at]
-                if entry.get("type") == "message":
-                    message = entry.get("message")
-                    if type(message) is not dict:
-                        raise BadEntry("a message entry without a message object",
-                                       file=self._name, entry_id=entry["id"])
-                    rows.append((entry["id"], message))
-            return rows  # type: ignore[return-value]
+        return [(entry["id"], entry["message"]) for entry in self._message_entries()]
 
     def replay(self) -> list[Message]:
         """The transcript on the branch the session is on: for Harness(messages=...)."""
-        return [message for _, message in self.rows()]
+        # Not built from rows(): 100k fresh tuples would wake the cyclic GC for a full pass.
+        return [entry["message"] for entry in self._message_entries()]
+
+    def _message_entries(self) -> list[Entry]:
+        with self._mutex:
+            self._refresh()
+            index = self._index
+            on_branch = map(index.entries.__getitem__, index.walk(index.tip()))
+            chosen = [entry for entry in on_branch if entry.get("type") == "message"]
+            if not all(type(entry.get("message")) is dict for entry in chosen):
+                bad = next(e for e in chosen if type(e.get("message")) is not dict)
+                raise BadEntry("a message entry without a message object",
+                               file=self._name, entry_id=bad["id"])
+            return chosen
 
     # ---- appending ---------------------------------------------------------------------------
 
@@ -283,29 +283,36 @@ class SessionLog:
             self._ident = ident
         if stat.st_size == self._size:
             return
-        data = _read_at(fd, self._size, stat.st_size - self._size)
-        lines = data.split(b"\n")
-        torn = lines.pop()
-        del data
         before = len(self._index.entries)
+        data = _read_at(fd, self._size, stat.st_size - self._size)
         try:
-            self._index.add_lines(lines)
-        except SessionError:  # keep the good lines before the bad one; it is re-read next call
-            self._advance(lines[: len(self._index.entries) - before])
+            used = self._index.add_data(data)
+        except SessionError:  # the lines before the bad one are kept; it is re-read next call
+            used = _complete_lines(data, len(self._index.entries) - before)
+            self._advance(data, used)
             raise
-        self._advance(lines)
-        if torn:
+        self._advance(data, used)
+        if used < len(data):
             raise TornLine(
-                f"the last line has no newline: a torn write of {len(torn)} bytes "
+                f"the last line has no newline: a torn write of {len(data) - used} bytes "
                 "(`mulligan session repair` sets it aside)",
                 file=self._name, line=len(self._index.entries) + 1)
 
-    def _advance(self, accepted: list[bytes]) -> None:
-        if not accepted:
+    def _advance(self, data: bytes, used: int) -> None:
+        """`used` bytes of `data` (whole lines) are parsed: move the mark, keep the tail."""
+        if used == 0:
             return
-        self._size += sum(map(len, accepted)) + len(accepted)
-        last = accepted[-1] + b"\n"
-        self._tail = last[-_TAIL_WINDOW:]
+        self._size += used
+        last = data.rfind(b"\n", 0, used - 1) + 1
+        self._tail = data[max(last, used - _TAIL_WINDOW):used]
+
+
+def _complete_lines(data: bytes, count: int) -> int:
+    """How many bytes the first `count` lines of `data` take, newlines included."""
+    used = 0
+    for _ in range(count):
+        used = data.index(b"\n", used) + 1
+    return used
 
 
 def _check_meta(meta: dict[str, Any], type_: str) -> None:

@@ -12,6 +12,7 @@ entries from elsewhere. Nothing here does I/O; every refusal is a named `Session
 
 from __future__ import annotations
 
+import gc
 import os
 from typing import Any
 
@@ -30,8 +31,8 @@ from mulligan.session.errors import (
 Entry = dict[str, Any]
 FileName = str | os.PathLike[str] | None
 
-_UNCHECKED = -2  # parent position not validated yet
-_ROOT = -1  # parent_id is null: the first entry of a branch
+_NO_KEY = object()  # stands for a missing "parent_id" key while parents are looked up
+_PAUSE_GC_ABOVE = 1 << 20  # bytes
 
 
 class Index:
@@ -42,51 +43,81 @@ class Index:
         self.file = file
         self.entries: list[Entry] = []
         self.by_id: dict[str, int] = {}
-        # _parent[i]: position of entry i's parent once its whole chain has been validated,
-        # _ROOT for a validated first entry, _UNCHECKED otherwise.
-        self._parent: list[int] = []
+        # _up[i]: the position of entry i's parent, looked up once when the line is read;
+        # None when there is none to follow (a first entry, or one the walk must refuse, or a
+        # parent not read yet), and then the walk looks at the entry itself.
+        self._up: list[int | None] = []
 
     # ---- reading lines -------------------------------------------------------------------
 
-    def add_lines(self, lines: list[bytes]) -> None:
-        """Parse and accept complete lines, in order. On a bad line every line before it is
-        kept and the error names the bad one: NotAnObject, BadEntry (no string id) or
-        DuplicateId. The fast path is C loops only; the slow path finds the line to name."""
-        if not lines:
-            return
-        base = len(self.entries)
+    def add_data(self, data: bytes) -> int:
+        """Parse and accept the complete lines at the start of `data` (bytes that follow what
+        was accepted before) and return how many bytes they take, up to and including the
+        last newline; a fragment after it is left to the caller. On a bad line every line
+        before it is kept, and the error names the bad one: NotAnObject, BadEntry (no string
+        id) or DuplicateId.
+
+        Speed matters here (a 100k-entry file is opened in one call): lines are parsed as
+        zero-copy memoryview slices, the checks run as C loops, and the cyclic garbage
+        collector is paused during a big parse (it would otherwise re-scan every dict
+        parsed so far, several times over)."""
+        paused = len(data) > _PAUSE_GC_ABOVE and gc.isenabled()
+        if paused:
+            gc.disable()
         try:
-            parsed = list(map(orjson.loads, lines))
-        except orjson.JSONDecodeError:
-            self._add_slowly(lines)
-            return
+            return self._add_data(data)
+        finally:
+            if paused:
+                gc.enable()
+
+    def _add_data(self, data: bytes) -> int:
+        view, find, loads = memoryview(data), data.find, orjson.loads
+        parsed: list[Any] = []
+        append = parsed.append
+        start = 0
+        broken: orjson.JSONDecodeError | None = None
+        try:
+            while (end := find(b"\n", start)) >= 0:
+                append(loads(view[start:end]))
+                start = end + 1
+        except orjson.JSONDecodeError as exc:
+            broken = exc
+        if not self._add_checked(parsed):
+            self._add_one_by_one(parsed)
+        if broken is not None:
+            raise NotAnObject(f"not a JSON object ({broken})", file=self.file,
+                              line=len(self.entries) + 1)
+        return start
+
+    def _add_checked(self, parsed: list[Any]) -> bool:
+        """Accept `parsed` at once if every item is a dict with a fresh string id; else
+        accept nothing and say so."""
+        if not parsed:
+            return True
         if not all(type(e) is dict for e in parsed):
-            self._add_slowly(lines)
-            return
+            return False
         ids = [e.get("id") for e in parsed]
         if not all(type(i) is str for i in ids):
-            self._add_slowly(lines)
-            return
+            return False
+        base = len(self.entries)
         fresh = dict(zip(ids, range(base, base + len(ids)), strict=True))
         if len(fresh) != len(ids) or not self.by_id.keys().isdisjoint(fresh):
-            self._add_slowly(lines)
-            return
+            return False
         if self.by_id:
             self.by_id.update(fresh)
         else:
             self.by_id = fresh
         self.entries.extend(parsed)
-        self._parent.extend([_UNCHECKED] * len(parsed))
+        parents = [e.get("parent_id", _NO_KEY) for e in parsed]
+        try:
+            self._up.extend(map(self.by_id.get, parents))
+        except TypeError:  # an unhashable parent_id (a list...): the walk refuses it by name
+            self._up.extend(self.by_id.get(p) if type(p) is str else None for p in parents)
+        return True
 
-    def _add_slowly(self, lines: list[bytes]) -> None:
-        for raw in lines:
-            number = len(self.entries) + 1
-            try:
-                entry = orjson.loads(raw)
-            except orjson.JSONDecodeError as exc:
-                raise NotAnObject(f"not a JSON object ({exc})", file=self.file,
-                                  line=number) from None
-            self.add_entry(entry, number)
+    def _add_one_by_one(self, parsed: list[Any]) -> None:
+        for entry in parsed:  # raises at the first bad one, keeping those before it
+            self.add_entry(entry)
 
     def add_entry(self, entry: Any, number: int | None = None) -> None:
         """Accept one already-parsed entry as the next line."""
@@ -103,7 +134,8 @@ class Index:
                               file=self.file, line=number, entry_id=entry_id)
         self.by_id[entry_id] = len(self.entries)
         self.entries.append(entry)
-        self._parent.append(_UNCHECKED)
+        parent_id = entry.get("parent_id")
+        self._up.append(self.by_id.get(parent_id) if type(parent_id) is str else None)
 
     # ---- questions ------------------------------------------------------------------------
 
@@ -121,56 +153,54 @@ class Index:
 
     def walk(self, leaf_id: str | None) -> list[int]:
         """Positions of the entries from the first one down to `leaf_id`, oldest first;
-        [] for None. Validates the chain (NoParentKey, MissingParent, CircularParent, each
-        naming the entry) unless it was validated before."""
+        [] for None. Every step is checked: NoParentKey, MissingParent, CircularParent (named
+        where the walk comes back), each naming the entry. A list lookup per step."""
         if leaf_id is None:
             return []
-        start = self.position(leaf_id)
-        self._validate(start)
-        parent = self._parent
-        walked = []
-        at = start
-        while at != _ROOT:
-            walked.append(at)
-            at = parent[at]
-        walked.reverse()
-        return walked
+        at = self.position(leaf_id)
+        up = self._up
+        walked: list[int] = []
+        append = walked.append
+        for _ in range(len(up)):  # a branch is never longer than the file
+            append(at)
+            above = up[at]
+            if above is None:
+                above = self._parent_of(at)
+                if above is None:
+                    walked.reverse()
+                    return walked
+            at = above
+        raise self._circle(walked[0])
 
-    def _validate(self, start: int) -> None:
-        parent, entries, by_id = self._parent, self.entries, self.by_id
-        if parent[start] != _UNCHECKED:
-            return
-        chain: list[int] = []
+    def _parent_of(self, at: int) -> int | None:
+        """The parent of an entry whose parent was not found when it was read: None for a
+        first entry; found now (it was appended later); or a refusal naming the entry."""
+        entry = self.entries[at]
+        if "parent_id" not in entry:
+            raise NoParentKey(
+                "has no parent_id key (a file from before entries had parents; "
+                "`mulligan session migrate` converts one)",
+                file=self.file, entry_id=entry["id"])
+        parent_id = entry["parent_id"]
+        if parent_id is None:
+            return None
+        found = self.by_id.get(parent_id) if type(parent_id) is str else None
+        if found is None:
+            raise MissingParent(f"names parent {parent_id!r}, which is in no entry",
+                                file=self.file, entry_id=entry["id"])
+        self._up[at] = found
+        return found
+
+    def _circle(self, start: int) -> CircularParent:
+        """The walk from `start` went on longer than the file: name the entry it came back to."""
         seen: set[int] = set()
-        at = start
-        while True:
-            if at in seen:  # the walk came back: name the entry it came back to
-                raise CircularParent(
-                    "is its own ancestor: its parent chain comes back to it",
-                    file=self.file, entry_id=entries[at]["id"])
+        at: int | None = start
+        while at is not None and at not in seen:
             seen.add(at)
-            chain.append(at)
-            entry = entries[at]
-            if "parent_id" not in entry:
-                raise NoParentKey(
-                    "has no parent_id key (a file from before entries had parents; "
-                    "`mulligan session migrate` converts one)",
-                    file=self.file, entry_id=entry["id"])
-            parent_id = entry["parent_id"]
-            if parent_id is None:
-                above = _ROOT
-                break
-            found = by_id.get(parent_id) if type(parent_id) is str else None
-            if found is None:
-                raise MissingParent(f"names parent {parent_id!r}, which is in no entry",
-                                    file=self.file, entry_id=entry["id"])
-            if parent[found] != _UNCHECKED:
-                above = found
-                break
-            at = found
-        for child, up in zip(chain, chain[1:], strict=False):
-            parent[child] = up
-        parent[chain[-1]] = above
+            at = self._up[at]
+        assert at is not None
+        return CircularParent("is its own ancestor: its parent chain comes back to it",
+                              file=self.file, entry_id=self.entries[at]["id"])
 
     def path(self, leaf_id: str | None) -> list[Entry]:
         """The entries from the first one down to `leaf_id`, oldest first."""
