@@ -127,11 +127,11 @@ def run_interactive(args: argparse.Namespace, err: TextIO) -> int:
     controller = build_controller(args, err)
     console = Console(highlight=False)
     for line in banner(controller):
-        console.print(line, style="dim", markup=False, highlight=False)
+        console.print(line, style="dim", markup=False, highlight=False, soft_wrap=True)
     status = Repl(controller, console=console, history_file=home_of() / "history").run()
     if controller.started and controller.session_file is not None:
         console.print(f"session saved in {controller.session_file} (mulligan -c to continue)",
-                      style="dim", markup=False, highlight=False)
+                      style="dim", markup=False, highlight=False, soft_wrap=True)
     return status
 
 
