@@ -318,7 +318,7 @@ def test_closing_a_run_early_still_finishes_it_for_the_listeners() -> None:
         consumed.append(event)
         if event["type"] == "tool_execution_end":
             break
-    run.close()  # type: ignore[attr-defined]
+    run.close()
     assert not h.is_running
     assert ran == [] and len(model.calls) == 1
     assert_balanced(heard)
@@ -340,3 +340,14 @@ def test_a_run_closed_early_leaves_a_session_log_equal_to_the_transcript(
     assert not h.is_running
     assert log.replay() == list(h.messages)
     assert is_valid(log.replay())
+
+
+def test_clear_queues_hands_back_what_was_queued_and_leaves_them_empty() -> None:
+    model = ScriptedModel([say("ok")])
+    h = Harness(model, "system", [])
+    h.steer("a")
+    h.steer("b")
+    h.follow_up("c")
+    assert h.clear_queues() == (["a", "b"], ["c"])
+    drain(h, "go")
+    assert shape(h.messages) == "U A"

@@ -10,14 +10,12 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any, cast
+from collections.abc import Callable, Generator, Iterable, Sequence
+from typing import Any, cast
 
 from mulligan.loop import Event, run_agent
 from mulligan.messages import Message
-
-if TYPE_CHECKING:
-    from mulligan.tools import Tool
+from mulligan.tools import Tool
 
 Listener = Callable[[Event], None]
 
@@ -45,6 +43,7 @@ class Harness:
     - ``subscribe(listener)``: ``listener(event)`` hears every event of every run, after the
       record has changed and before the consumer is handed the event. Returns the function that
       undoes it; undoing twice is harmless.
+    - ``clear_queues()``: empty both queues, returning their texts.
     - ``abort()``: thread-safe; stops the current run at the next safe point (see run_agent:
       unanswered tool calls get INTERRUPTED results, no further model call). The events stay
       balanced and the transcript valid. Idle, it does nothing: a later run is not aborted.
@@ -62,6 +61,8 @@ class Harness:
     to the consumer; the run is then aborted and driven to its end for the listeners still in
     good standing (the one that raised hears nothing more of this run), and the first such
     exception is raised to the consumer from its ``next()``. The listener stays subscribed.
+    (If the consumer had closed the run and a listener raises while it is being finished, that
+    exception comes out of ``close()``.)
     """
 
     def __init__(
@@ -145,6 +146,17 @@ class Harness:
         """Queue `text` for when a run would otherwise end. Thread-safe."""
         self._follow_ups.append(text)
 
+    def clear_queues(self) -> tuple[list[str], list[str]]:
+        """Empty both queues; returns what was in them (steering, follow-ups), oldest first --
+        e.g. for a frontend to put back in the input box after an abort."""
+        steering: list[str] = []
+        follow_ups: list[str] = []
+        while (text := _take_one(self._steering)):
+            steering.extend(text)
+        while (text := _take_one(self._follow_ups)):
+            follow_ups.extend(text)
+        return steering, follow_ups
+
     def abort(self) -> None:
         """Stop the current run at its next safe point. Thread-safe; idle, it does nothing."""
         with self._lock:
@@ -162,7 +174,7 @@ class Harness:
 
     # -- runs ----------------------------------------------------------------------------------
 
-    def prompt(self, text: str) -> Iterator[Event]:
+    def prompt(self, text: str) -> Generator[Event, None, None]:
         """Start a run with `text`; returns its events. RuntimeError, raised here and now, if
         a run is already going on."""
         with self._lock:
@@ -173,7 +185,7 @@ class Harness:
             self._abort = abort = threading.Event()  # a fresh one: an idle abort() is forgotten
         run = self._run(text, abort)
         next(run)  # primed: the run's finally is live, so dropping it unstarted resets is_running
-        return cast(Iterator[Event], run)
+        return cast(Generator[Event, None, None], run)
 
     def _run(self, text: str, abort: threading.Event) -> Generator[Event | None, None, None]:
         loop = run_agent(self._model, self._system, self._messages, self._tools, text,

@@ -29,7 +29,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
 from mulligan.messages import (
     AssistantMessage,
@@ -45,10 +45,7 @@ from mulligan.messages import (
     user_message,
 )
 from mulligan.providers.base import Done, StreamDelta, ToolSpec
-from mulligan.tools import run_tool, tool_specs
-
-if TYPE_CHECKING:
-    from mulligan.tools import Tool
+from mulligan.tools import Tool, run_tool, tool_specs
 
 Event = dict[str, Any]
 # What get_steering / get_follow_ups return: texts (or ready user messages), often none.
