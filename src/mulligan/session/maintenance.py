@@ -1,0 +1,373 @@
+"""Tools for damaged and old session files: check, repair, migrate.
+
+`check(file)` reads the whole file and reports every problem it finds, by line number and entry
+id, not just the first. `repair(file)` mends one kind of damage only -- a torn last line -- by
+moving the fragment, byte for byte, to a sidecar file and truncating the session to its last
+complete line; everything else is reported and left for a person. `migrate(old, new)` turns a
+file written before entries had parents into a new file in the current format; the old file is
+never changed. The CLI wires these to `mulligan session check|repair|migrate`.
+
+Never: delete a byte (the torn fragment is moved, not dropped), change a complete line, or
+write over an existing file.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from mulligan.session.errors import (
+    NotAnObject,
+    NotOldFormat,
+    SessionError,
+    TargetExists,
+    TornLine,
+)
+from mulligan.session.log import timestamp
+
+_SHOW = 50  # problems listed by format(); the rest are counted
+
+
+@dataclass
+class CheckReport:
+    """What check() found. ok is True when there is no problem."""
+
+    file: str
+    problems: list[str] = field(default_factory=list)
+    entries: int = 0
+    branches: int = 0
+    tip: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def format(self) -> str:
+        head = (f"{self.file}: {self.entries} entries, {self.branches} branches, "
+                f"tip {self.tip or '(none)'}")
+        if self.ok:
+            return f"{head}\nok"
+        lines = [head, f"{len(self.problems)} problem(s):"]
+        lines += [f"  {problem}" for problem in self.problems[:_SHOW]]
+        if len(self.problems) > _SHOW:
+            lines.append(f"  ... and {len(self.problems) - _SHOW} more")
+        return "\n".join(lines)
+
+
+@dataclass
+class RepairReport:
+    """What repair() did: the torn fragment it set aside (if any), and what it left alone."""
+
+    file: str
+    moved_to: str | None = None  # the sidecar file holding the torn fragment
+    fragment_bytes: int = 0
+    kept_bytes: int = 0  # the size of the session after the repair
+    problems: list[str] = field(default_factory=list)  # left for a person
+
+    @property
+    def ok(self) -> bool:
+        """True when the session is sound after the repair."""
+        return not self.problems
+
+    def format(self) -> str:
+        lines = []
+        if self.moved_to is not None:
+            lines.append(f"{self.file}: set aside a torn last line of {self.fragment_bytes} "
+                         f"bytes in {self.moved_to}; the session now ends at byte "
+                         f"{self.kept_bytes}, after its last complete line")
+        else:
+            lines.append(f"{self.file}: no torn last line; nothing changed")
+        if self.problems:
+            lines.append(f"left for a person ({len(self.problems)}):")
+            lines += [f"  {problem}" for problem in self.problems[:_SHOW]]
+            if len(self.problems) > _SHOW:
+                lines.append(f"  ... and {len(self.problems) - _SHOW} more")
+        else:
+            lines.append("ok")
+        return "\n".join(lines)
+
+
+# ---- check --------------------------------------------------------------------------------
+
+
+def check(file: str | os.PathLike[str]) -> CheckReport:
+    """Read all of `file` and report every problem: lines that are not JSON objects, entries
+    without a string id, duplicate ids, ids that are not "e" + their line number, entries
+    without a parent_id key, missing parents, circles, message entries without a message, a
+    label whose target is missing, and a torn last line. Never changes the file."""
+    name = os.fspath(file)
+    report = CheckReport(name)
+    try:
+        data = Path(name).read_bytes()
+    except FileNotFoundError:
+        report.problems.append(f"{name}: no such file")
+        return report
+    lines = data.split(b"\n")
+    torn = lines.pop()
+    entries: list[tuple[int, dict[str, Any]]] = []  # (line number, entry), first of each id
+    line_of: dict[str, int] = {}
+    problems = report.problems
+    last_id: str | None = None
+    bare: list[int] = []
+    for number, raw in enumerate(lines, 1):
+        last_id = None
+        try:
+            entry = orjson.loads(raw)
+        except orjson.JSONDecodeError as exc:
+            problems.append(f"line {number}: not a JSON object ({exc})")
+            continue
+        if type(entry) is not dict:
+            problems.append(f"line {number}: not a JSON object but {type(entry).__name__}")
+            continue
+        entry_id = entry.get("id")
+        if type(entry_id) is not str and "role" in entry and "type" not in entry:
+            bare.append(number)  # a message written before entries existed: one problem
+            continue
+        if type(entry_id) is not str:
+            problems.append(f"line {number}: an entry without a string id")
+            continue
+        if entry_id in line_of:
+            problems.append(f"line {number}: duplicate id {entry_id} (first on line "
+                            f"{line_of[entry_id]})")
+            continue
+        if entry_id.startswith("e") and entry_id[1:].isdigit() and entry_id != f"e{number}":
+            problems.append(f"line {number}: entry {entry_id} should be e{number} (ids are "
+                            "'e' + line number; the next appends could collide with it)")
+        line_of[entry_id] = number
+        entries.append((number, entry))
+        last_id = entry_id
+    if bare:
+        problems.append(f"{len(bare)} line(s), the first line {bare[0]}, are bare messages "
+                        "with no id or parent: a file from before entries had parents; "
+                        "`mulligan session migrate OLD NEW` converts it")
+    if torn:
+        problems.append(f"line {len(lines) + 1}: torn write: the last line has no newline "
+                        f"({len(torn)} bytes); `mulligan session repair` sets it aside")
+    report.entries = len(entries)
+    report.branches = sum(1 for _, entry in entries if entry.get("type") == "branch")
+    report.tip = last_id
+    problems.extend(_tree_problems(entries, line_of))
+    return report
+
+
+def _tree_problems(entries: list[tuple[int, dict[str, Any]]],
+                   line_of: dict[str, int]) -> Iterable[str]:
+    """Problems with parents: each cause once (not once per entry below it)."""
+    if entries and not any("parent_id" in entry for _, entry in entries):
+        yield (f"lines 1-{entries[-1][0]}: no entry has a parent_id key: a file from before "
+               "entries had parents; `mulligan session migrate OLD NEW` converts it")
+        return
+    parent: dict[str, str] = {}
+    for number, entry in entries:
+        entry_id = entry["id"]
+        if "parent_id" not in entry:
+            yield f"line {number}: entry {entry_id} has no parent_id key"
+        elif entry["parent_id"] is not None:
+            parent_id = entry["parent_id"]
+            if type(parent_id) is str and parent_id in line_of:
+                parent[entry_id] = parent_id
+            else:
+                yield f"line {number}: entry {entry_id} names parent {parent_id!r}, which is " \
+                      "in no entry"
+        if entry.get("type") == "message" and type(entry.get("message")) is not dict:
+            yield f"line {number}: entry {entry_id} is a message entry without a message object"
+        if entry.get("type") == "label" and entry.get("target_id") not in line_of:
+            yield f"line {number}: label {entry_id} names target {entry.get('target_id')!r}, " \
+                  "which is in no entry"
+    yield from _circles(parent, line_of)
+
+
+def _circles(parent: dict[str, str], line_of: dict[str, int]) -> Iterable[str]:
+    """Each circle of parents once, listed from the entry nearest the top of the file."""
+    done: set[str] = set()
+    for start in parent:
+        trail: dict[str, int] = {}
+        at: str | None = start
+        while at is not None and at not in done and at not in trail:
+            trail[at] = len(trail)
+            at = parent.get(at)
+        if at is not None and at in trail:  # came back to somewhere on this trail
+            ring = list(trail)[trail[at]:]
+            first = min(range(len(ring)), key=lambda i: line_of[ring[i]])
+            ring = ring[first:] + ring[:first]
+            shown = " -> ".join(f"{entry_id} (line {line_of[entry_id]})" for entry_id in ring)
+            yield f"entries {shown} -> {ring[0]} form a circle: each names the next as its parent"
+        done.update(trail)
+
+
+# ---- repair -------------------------------------------------------------------------------
+
+
+def repair(file: str | os.PathLike[str]) -> RepairReport:
+    """Set a torn last line aside: copy the fragment, byte for byte, to `<file>.torn-<UTC
+    time>` next to the session (fsynced), then truncate the session to its last complete
+    line. This is the one non-append change ever made to a session file, and it is safe:
+    the bytes removed are a write that never finished, no reader could use them, and every
+    append would be refused until they are gone; they are kept in the sidecar, never
+    deleted. Holds the session's exclusive lock while it works, so no writer interleaves.
+    Any other damage is reported in `problems` and left as it is."""
+    name = os.fspath(file)
+    report = RepairReport(name)
+    try:
+        fd = os.open(name, os.O_RDWR | os.O_CLOEXEC)
+    except FileNotFoundError:
+        report.problems.append(f"{name}: no such file")
+        return report
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        size = os.fstat(fd).st_size
+        keep = _after_last_newline(fd, size)
+        report.kept_bytes = size
+        if keep < size:
+            fragment = os.pread(fd, size - keep, keep)
+            report.moved_to = _write_sidecar(name, fragment)
+            report.fragment_bytes = len(fragment)
+            os.ftruncate(fd, keep)
+            os.fsync(fd)
+            report.kept_bytes = keep
+    finally:
+        os.close(fd)
+    report.problems = check(name).problems
+    return report
+
+
+def _after_last_newline(fd: int, size: int) -> int:
+    """The offset just after the last newline in the file (0 if there is none), reading
+    backwards in blocks, so a torn tail of any size is found without reading the file."""
+    end = size
+    block = 1 << 16
+    while end > 0:
+        start = max(0, end - block)
+        chunk = os.pread(fd, end - start, start)
+        found = chunk.rfind(b"\n")
+        if found >= 0:
+            return start + found + 1
+        end = start
+    return 0
+
+
+def _write_sidecar(name: str, fragment: bytes) -> str:
+    """Write `fragment` to a new file next to the session and make it durable; never over an
+    existing file (a counter is added if the name is taken)."""
+    stamp = timestamp().replace(":", "").replace("-", "")
+    base = f"{name}.torn-{stamp}"
+    for attempt in range(1000):
+        sidecar = base if attempt == 0 else f"{base}.{attempt}"
+        try:
+            fd = os.open(sidecar, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+        except FileExistsError:
+            continue
+        try:
+            view = memoryview(fragment)
+            while view:
+                view = view[os.write(fd, view):]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        _fsync_folder(sidecar)
+        return sidecar
+    raise FileExistsError(f"{base}: too many sidecar files already")
+
+
+def _fsync_folder(name: str) -> None:
+    fd = os.open(os.path.dirname(os.path.abspath(name)), os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+# ---- migrate ------------------------------------------------------------------------------
+
+
+def migrate(old: str | os.PathLike[str], new: str | os.PathLike[str]) -> int:
+    """Convert a session written before entries had parents -- each line a message, or an
+    entry without parent_id, in order -- into `new`, where line n gets the id "e<n>" and the
+    parent "e<n-1>" (the first: null): the old order becomes one branch. Returns the number
+    of entries written.
+
+    An old entry keeps its type, timestamp and extra keys; a bare message becomes a message
+    entry; a label's target_id is renamed along with the ids. The old file is never changed.
+    Refuses, before writing anything: `new` existing (TargetExists), a line that is not a
+    JSON object or a torn last line (named by line number), and a file whose entries already
+    have parents (NotOldFormat). `new` appears complete or not at all."""
+    old_name, new_name = os.fspath(old), os.fspath(new)
+    if os.path.lexists(new_name):
+        raise TargetExists("already exists; migrate never writes over a file", file=new_name)
+    data = Path(old_name).read_bytes()
+    lines = data.split(b"\n")
+    torn = lines.pop()
+    if torn:
+        raise TornLine("the last line has no newline: a torn write (repair it first)",
+                       file=old_name, line=len(lines) + 1)
+    renamed: dict[str, str] = {}
+    converted: list[dict[str, Any]] = []
+    for number, raw in enumerate(lines, 1):
+        try:
+            item = orjson.loads(raw)
+        except orjson.JSONDecodeError as exc:
+            raise NotAnObject(f"not a JSON object ({exc})", file=old_name,
+                              line=number) from None
+        converted.append(_convert(item, number, old_name, renamed))
+    for entry in converted:
+        if entry["type"] == "label" and entry.get("target_id") in renamed:
+            entry["target_id"] = renamed[entry["target_id"]]
+    body = b"".join(orjson.dumps(entry) + b"\n" for entry in converted)
+    _write_new(new_name, body)
+    return len(converted)
+
+
+def _convert(item: Any, number: int, old_name: str, renamed: dict[str, str]) -> dict[str, Any]:
+    if type(item) is not dict:
+        raise NotAnObject(f"not a JSON object but {type(item).__name__}", file=old_name,
+                          line=number)
+    if "parent_id" in item:
+        raise NotOldFormat("already has a parent_id: this file is not from before entries "
+                           "had parents, and flattening it would lose its branches",
+                           file=old_name, line=number)
+    new_id = f"e{number}"
+    head = {"id": new_id, "parent_id": f"e{number - 1}" if number > 1 else None}
+    if "role" in item and "type" not in item:  # a bare message
+        return {"id": new_id, "type": "message", "parent_id": head["parent_id"],
+                "timestamp": timestamp(), "message": item}
+    if type(item.get("type")) is not str:
+        raise NotOldFormat("neither a message (no role) nor an entry (no type)",
+                           file=old_name, line=number)
+    if type(item.get("id")) is str:
+        renamed[item["id"]] = new_id
+    rest = {k: v for k, v in item.items() if k not in ("id", "type", "parent_id", "timestamp")}
+    return {"id": new_id, "type": item["type"], "parent_id": head["parent_id"],
+            "timestamp": item.get("timestamp") or timestamp(), **rest}
+
+
+def _write_new(new_name: str, body: bytes) -> None:
+    """Write `body` to a temporary file beside `new_name`, fsync it, then link it into place:
+    link() fails if `new_name` appeared meanwhile, so nothing is ever overwritten, and a crash
+    leaves either no file or a complete one."""
+    temp = f"{new_name}.migrating-{os.getpid()}"
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+    try:
+        try:
+            view = memoryview(body)
+            while view:
+                view = view[os.write(fd, view):]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        try:
+            os.link(temp, new_name)
+        except FileExistsError:
+            raise TargetExists("already exists; migrate never writes over a file",
+                               file=new_name) from None
+    finally:
+        os.unlink(temp)
+    _fsync_folder(new_name)
+
+
+__all__ = ["CheckReport", "RepairReport", "SessionError", "check", "migrate", "repair"]
