@@ -121,3 +121,16 @@ def test_every_coding_tool_description_states_its_budget(tmp_path: Path) -> None
 def test_the_budget_functions_are_exported_with_their_defaults() -> None:
     assert (MAX_LINES, MAX_BYTES) == (2000, 50_000)
     assert truncate_head("a\n").text == truncate_tail("a\n").text == "a\n"
+
+
+def test_errors_in_nested_arguments_are_named_by_their_path() -> None:
+    tool: Tool = {"name": "multi", "description": "",
+                  "parameters": {"type": "object", "properties": {"edits": {
+                      "type": "array", "items": {"type": "object", "required": ["old"],
+                                                 "properties": {"old": {"type": "string"}}}}}},
+                  "execute": lambda arguments: "ok"}
+    result = run_tool([tool], call("multi", {"edits": [{"old": 1}, {}]}))
+    assert result["is_error"] is True
+    assert result["content"].startswith(
+        "Invalid arguments for multi: argument 'edits[0].old': 1 is not of type 'string'; "
+        "argument 'edits[1]': 'old' is a required property.")

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any, NotRequired, TypedDict
 
 from jsonschema import Draft202012Validator
+from jsonschema.validators import validator_for
 
 from mulligan.messages import ToolCallBlock, ToolResultMessage
 from mulligan.providers.base import ToolSpec
@@ -43,11 +44,14 @@ def tool_specs(tools: list[Tool]) -> list[ToolSpec]:
 
 
 def check_arguments(tool: Tool, arguments: Any) -> None:
-    """Check `arguments` against the tool's JSON schema. Returns None when they fit; otherwise
-    raises ToolError("Invalid arguments for <tool>: ...") naming each offending argument, followed
-    by the arguments the tool expects. Never changes `arguments`."""
-    validator = Draft202012Validator(tool["parameters"])
-    errors = sorted(validator.iter_errors(arguments), key=lambda e: list(e.absolute_path))
+    """Check `arguments` against the tool's JSON schema (the draft its "$schema" names, else
+    2020-12). Returns None when they fit; otherwise raises ToolError("Invalid arguments for
+    <tool>: ...") naming each offending argument, then the arguments the tool expects. Never
+    changes `arguments`."""
+    schema = tool["parameters"]
+    validator = validator_for(schema, default=Draft202012Validator)(schema)
+    errors = sorted(validator.iter_errors(arguments),
+                    key=lambda e: [str(part) for part in e.absolute_path])
     if not errors:
         return
     problems = []
