@@ -11,7 +11,7 @@ from typing import Any
 
 from fakes.http_server import Event, Sse, Status
 
-MODEL = "claude-sonnet-4-5-20250929"
+MODEL = "claude-sonnet-4-6"
 
 
 def message_start(input_tokens: int = 12, cache_read: int = 0, cache_write: int = 0) -> Event:

@@ -74,7 +74,8 @@ class ScriptedServer:
         self._lock = threading.Lock()
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
         self._httpd.daemon_threads = True
-        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+        self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.02,),
+                                        daemon=True)
         self.url = f"http://127.0.0.1:{self._httpd.server_address[1]}{base_path}"
 
     def __enter__(self) -> ScriptedServer:

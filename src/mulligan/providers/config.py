@@ -1,7 +1,7 @@
 """The provider part of ``$MULLIGAN_HOME/config.toml``: the default model, API keys, base URLs
 and a few per-provider settings.
 
-    model = "anthropic/claude-sonnet-4-5"          # optional default
+    model = "anthropic/claude-sonnet-4-6"          # optional default
     [providers.anthropic]  api_key = "..."  base_url = "..."  max_tokens = 16000
                            thinking_budget = 4000  timeout = 600  max_retries = 4
     [providers.openai]     api_key = "..."  base_url = "..."  max_tokens = 4096
@@ -50,7 +50,7 @@ def load_config(home: Path) -> dict[str, Any]:
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: not valid TOML: {exc}") from None
     if "model" in config and not isinstance(config["model"], str):
-        raise ConfigError(f"{path}: model must be a string like \"anthropic/claude-sonnet-4-5\"")
+        raise ConfigError(f"{path}: model must be a string like \"anthropic/claude-sonnet-4-6\"")
     providers = config.get("providers", {})
     if not isinstance(providers, dict):
         raise ConfigError(f"{path}: [providers] must be a table")

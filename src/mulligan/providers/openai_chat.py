@@ -51,8 +51,9 @@ class OpenAIChatModel:
     """A chat model over /chat/completions. `name` is "openai/<model_id>".
 
     `base_url` points the SDK at another server ("http://localhost:11434/v1" for ollama).
-    `max_tokens`, when given, is sent as ``max_tokens`` (omitted otherwise: the server
-    decides). `include_usage` asks for the final usage chunk (``stream_options``).
+    `max_tokens`, when given, is sent as ``max_completion_tokens`` to OpenAI and as
+    ``max_tokens`` to a server on a base URL (omitted otherwise: the server decides).
+    `include_usage` asks for the final usage chunk (``stream_options``).
     `backoff`/`max_retries`, `sleep` and `timeout` as for `AnthropicModel`.
     """
 
@@ -117,7 +118,9 @@ class OpenAIChatModel:
                 "name": t["name"], "description": t["description"],
                 "parameters": t["parameters"]}} for t in tools]
         if self.max_tokens is not None:
-            params["max_tokens"] = self.max_tokens
+            # OpenAI's own reasoning models refuse max_tokens; compatible servers know only it.
+            limit = "max_completion_tokens" if self.base_url is None else "max_tokens"
+            params[limit] = self.max_tokens
         if self.include_usage:
             params["stream_options"] = {"include_usage": True}
         return params

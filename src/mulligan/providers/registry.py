@@ -33,16 +33,17 @@ __all__ = ["resolve_model", "default_model_name", "parse_name", "MissingApiKey",
            "NO_KEY_PLACEHOLDER"]
 
 LOCAL_DEFAULT = "local/smollm2-135m"
-HOSTED_DEFAULTS = {"anthropic": "anthropic/claude-sonnet-4-5", "openai": "openai/gpt-4.1"}
+# Current, not-deprecated models as the installed SDKs list them (anthropic 2.14, openai 3.57).
+HOSTED_DEFAULTS = {"anthropic": "anthropic/claude-sonnet-4-6", "openai": "openai/gpt-5.5"}
 # Sent as the key to an OpenAI-compatible server on a base URL when none is configured: local
 # servers (ollama, llama.cpp) check none, and the SDK refuses to start without one.
 NO_KEY_PLACEHOLDER = "not-needed"
-_EXAMPLES = ("anthropic/claude-sonnet-4-5, openai/gpt-4.1, openai/qwen2.5-coder with "
+_EXAMPLES = ("anthropic/claude-sonnet-4-6, openai/gpt-5.5, openai/qwen2.5-coder with "
              "--base-url http://localhost:11434/v1, local/smollm2-135m, local:/path/model.gguf")
 
 
 def parse_name(name: str) -> tuple[str, str]:
-    """("anthropic", "claude-sonnet-4-5") from "anthropic/claude-sonnet-4-5";
+    """("anthropic", "claude-sonnet-4-6") from "anthropic/claude-sonnet-4-6";
     ("local", name) for local names. UnknownModel for anything else."""
     if name.startswith("local:"):
         if not name[len("local:"):].strip():

@@ -1,0 +1,336 @@
+"""AnthropicModel against a local server that speaks the Messages API's streaming protocol."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from fakes import anthropic_server as wire
+from fakes.http_server import Drop, ScriptedServer, Sse
+from mulligan.messages import AssistantMessage, Message
+from mulligan.providers.anthropic import AnthropicModel
+from mulligan.providers.base import StreamDelta, ToolSpec
+from mulligan.providers.retry import Backoff
+from mulligan.testing import call, reply, tool_result, user
+
+KEY = "sk-ant-test-0123456789abcdef"
+READ: ToolSpec = {"name": "read", "description": "Read a file.",
+                  "parameters": {"type": "object", "properties": {"path": {"type": "string"}},
+                                 "required": ["path"]}}
+
+
+@pytest.fixture
+def serve() -> Iterator[Any]:
+    servers: list[ScriptedServer] = []
+
+    def start(*script: Any) -> ScriptedServer:
+        server = ScriptedServer(list(script)).__enter__()
+        servers.append(server)
+        return server
+
+    yield start
+    for server in servers:
+        server.close()
+
+
+def model(server: ScriptedServer, sleeps: list[float] | None = None,
+          **options: Any) -> AnthropicModel:
+    options.setdefault("backoff", Backoff(max_retries=2, base=0.5, random=lambda: 1.0))
+    return AnthropicModel("claude-sonnet-4-6", api_key=KEY, base_url=server.url, timeout=5.0,
+                          sleep=(sleeps if sleeps is not None else []).append, **options)
+
+
+def run(m: AnthropicModel, messages: list[Message], tools: list[ToolSpec] | None = None,
+        abort: threading.Event | None = None) -> tuple[list[StreamDelta], AssistantMessage]:
+    deltas = list(m.stream("You are terse.", messages, tools or [], abort=abort))
+    assert [d["type"] for d in deltas].count("done") == 1 and deltas[-1]["type"] == "done"
+    return deltas[:-1], deltas[-1]["message"]  # type: ignore[typeddict-item]
+
+
+def test_a_plain_answer_streams_its_text_and_ends_with_the_whole_message(serve: Any) -> None:
+    server = serve(wire.text_reply("Hello", ", world."))
+    deltas, message = run(model(server), [user("Hi")])
+    assert deltas == [{"type": "text", "delta": "Hello"}, {"type": "text", "delta": ", world."}]
+    assert message == {"role": "assistant", "content": [{"type": "text",
+                                                         "text": "Hello, world."}],
+                       "stop_reason": "stop", "model": "anthropic/claude-sonnet-4-6",
+                       "usage": {"input": 12, "output": 7, "cache_read": 0, "cache_write": 0}}
+
+
+def test_the_request_carries_model_system_tools_and_the_key_only_in_a_header(serve: Any) -> None:
+    server = serve(wire.text_reply("ok"))
+    run(model(server, max_tokens=1000), [user("Hi")], [READ])
+    sent = server.requests[0]
+    assert sent.path == "/v1/messages"
+    assert sent.body == {
+        "model": "claude-sonnet-4-6", "max_tokens": 1000, "stream": True,
+        "system": [{"type": "text", "text": "You are terse.",
+                    "cache_control": {"type": "ephemeral"}}],
+        "tools": [{"name": "read", "description": "Read a file.",
+                   "input_schema": READ["parameters"]}],
+        "messages": [{"role": "user", "content": [
+            {"type": "text", "text": "Hi", "cache_control": {"type": "ephemeral"}}]}]}
+    assert KEY in (sent.headers.get("x-api-key", "") + sent.headers.get("authorization", ""))
+    assert "anthropic-version" in sent.headers
+
+
+def test_usage_records_cache_reads_and_writes(serve: Any) -> None:
+    server = serve(wire.reply(wire.text_block(0, "ok"), input_tokens=5, cache_read=900,
+                              cache_write=40, output_tokens=3))
+    _, message = run(model(server), [user("Hi")])
+    assert message["usage"] == {"input": 5, "output": 3, "cache_read": 900, "cache_write": 40}
+
+
+def test_a_tool_call_whose_arguments_arrive_in_fragments_is_put_together(serve: Any) -> None:
+    server = serve(wire.reply(
+        wire.text_block(0, "Reading it."),
+        wire.tool_use_block(1, "toolu_01A", "read", '{"pa', 'th": "src/', 'main.py"}'),
+        stop_reason="tool_use"))
+    deltas, message = run(model(server), [user("Read main.py")], [READ])
+    assert [d for d in deltas if d["type"] == "toolcall"] == [
+        {"type": "toolcall", "id": "toolu_01A", "name": "read", "delta": ""},
+        {"type": "toolcall", "id": "toolu_01A", "name": "read", "delta": '{"pa'},
+        {"type": "toolcall", "id": "toolu_01A", "name": "read", "delta": 'th": "src/'},
+        {"type": "toolcall", "id": "toolu_01A", "name": "read", "delta": 'main.py"}'}]
+    assert message["stop_reason"] == "toolUse"
+    assert message["content"] == [
+        {"type": "text", "text": "Reading it."},
+        {"type": "toolCall", "id": "toolu_01A", "name": "read",
+         "arguments": {"path": "src/main.py"}}]
+
+
+def test_two_tool_calls_in_one_reply_both_arrive_in_order(serve: Any) -> None:
+    server = serve(wire.reply(
+        wire.tool_use_block(0, "toolu_01A", "read", '{"path": "a.py"}'),
+        wire.tool_use_block(1, "toolu_01B", "read", '{"path":', ' "b.py"}'),
+        stop_reason="tool_use"))
+    _, message = run(model(server), [user("Read both")], [READ])
+    assert [(b["id"], b["arguments"]) for b in message["content"]] == [  # type: ignore[typeddict-item]
+        ("toolu_01A", {"path": "a.py"}), ("toolu_01B", {"path": "b.py"})]
+
+
+def test_tool_results_go_back_as_tool_result_blocks_in_one_user_turn(serve: Any) -> None:
+    server = serve(wire.text_reply("Both read."))
+    a, b = call("read", {"path": "a.py"}, id="toolu_01A"), call("read", {"path": "b.py"},
+                                                                  id="toolu_01B")
+    history: list[Message] = [user("Read both"), reply("On it.", a, b),
+                              tool_result(a, "A"), tool_result(b, "no such file", is_error=True),
+                              user("and be quick")]
+    run(model(server, prompt_caching=False), history, [READ])
+    assert server.requests[0].body["messages"] == [
+        {"role": "user", "content": [{"type": "text", "text": "Read both"}]},
+        {"role": "assistant", "content": [
+            {"type": "text", "text": "On it."},
+            {"type": "tool_use", "id": "toolu_01A", "name": "read", "input": {"path": "a.py"}},
+            {"type": "tool_use", "id": "toolu_01B", "name": "read", "input": {"path": "b.py"}}]},
+        {"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "toolu_01A", "content": "A"},
+            {"type": "tool_result", "tool_use_id": "toolu_01B", "content": "no such file",
+             "is_error": True},
+            {"type": "text", "text": "and be quick"}]}]
+
+
+def test_thinking_is_streamed_kept_with_its_signature_and_sent_back_with_it(serve: Any) -> None:
+    server = serve(
+        wire.reply(wire.thinking_block(0, ["Two files, ", "read the first."], "EqQBCkgIARAB"),
+                   wire.redacted_thinking_block(1, "EmwKAhgBEgy3va"),
+                   wire.tool_use_block(2, "toolu_01A", "read", '{"path": "a.py"}'),
+                   stop_reason="tool_use"),
+        wire.text_reply("Done."))
+    m = model(server, thinking_budget=2048, max_tokens=1024, prompt_caching=False)
+    deltas, first = run(m, [user("Read a.py")], [READ])
+    assert [d for d in deltas if d["type"] == "thinking"] == [
+        {"type": "thinking", "delta": "Two files, "},
+        {"type": "thinking", "delta": "read the first."}]
+    assert first["content"][:2] == [
+        {"type": "thinking", "thinking": "Two files, read the first.",
+         "signature": "EqQBCkgIARAB"},
+        {"type": "thinking", "thinking": "", "redacted": True, "data": "EmwKAhgBEgy3va"}]
+    read = first["content"][2]
+    run(m, [user("Read a.py"), first, tool_result(read, "print(1)")],  # type: ignore[arg-type]
+        [READ])
+    assert server.requests[0].body["thinking"] == {"type": "enabled", "budget_tokens": 2048}
+    assert server.requests[0].body["max_tokens"] > 2048
+    assert server.requests[1].body["messages"][1]["content"] == [
+        {"type": "thinking", "thinking": "Two files, read the first.",
+         "signature": "EqQBCkgIARAB"},
+        {"type": "redacted_thinking", "data": "EmwKAhgBEgy3va"},
+        {"type": "tool_use", "id": "toolu_01A", "name": "read", "input": {"path": "a.py"}}]
+
+
+@pytest.mark.parametrize(("wire_reason", "ours"), [
+    ("end_turn", "stop"), ("stop_sequence", "stop"), ("max_tokens", "length"),
+    ("model_context_window_exceeded", "length")])
+def test_stop_reasons_are_mapped(serve: Any, wire_reason: str, ours: str) -> None:
+    server = serve(wire.reply(wire.text_block(0, "text"), stop_reason=wire_reason))
+    _, message = run(model(server), [user("Hi")])
+    assert message["stop_reason"] == ours
+
+
+def test_a_refusal_is_an_error_that_keeps_the_text(serve: Any) -> None:
+    server = serve(wire.reply(wire.text_block(0, "I can't"), stop_reason="refusal"))
+    _, message = run(model(server), [user("Hi")])
+    assert message["stop_reason"] == "error"
+    assert message["content"] == [{"type": "text", "text": "I can't"}]
+    assert "refusal" in message["error_message"]
+
+
+def test_a_429_with_retry_after_is_retried_after_the_wait_the_server_asked_for(
+        serve: Any) -> None:
+    server = serve(wire.error(429, "rate_limit_error", "Number of requests has exceeded your "
+                              "rate limit", {"retry-after": "7"}),
+                   wire.text_reply("Finally."))
+    sleeps: list[float] = []
+    _, message = run(model(server, sleeps), [user("Hi")])
+    assert message["content"] == [{"type": "text", "text": "Finally."}]
+    assert sleeps == [7.0]
+    assert len(server.requests) == 2
+    assert server.requests[1].body == server.requests[0].body
+
+
+def test_a_500_three_times_gives_up_with_a_readable_error(serve: Any) -> None:
+    fault = wire.error(500, "api_error", "Internal server error")
+    server = serve(fault, fault, fault)
+    sleeps: list[float] = []
+    _, message = run(model(server, sleeps), [user("Hi")])
+    assert len(server.requests) == 3
+    assert sleeps == [0.5, 1.0]  # base 0.5, doubling, jitter factor pinned to 1
+    assert message["stop_reason"] == "error" and message["content"] == []
+    assert message["error_message"] == ("anthropic: gave up after 3 attempts: "
+                                        "500 api_error: Internal server error")
+
+
+def test_overloaded_529_is_retried(serve: Any) -> None:
+    server = serve(wire.error(529, "overloaded_error", "Overloaded"), wire.text_reply("ok"))
+    _, message = run(model(server), [user("Hi")])
+    assert message["stop_reason"] == "stop" and len(server.requests) == 2
+
+
+def test_an_overloaded_error_event_before_any_content_is_retried(serve: Any) -> None:
+    early = Sse([wire.message_start(), wire.ping(),
+                 wire.error_event("overloaded_error", "Overloaded")])
+    server = serve(early, wire.text_reply("ok"))
+    deltas, message = run(model(server), [user("Hi")])
+    assert message["content"] == [{"type": "text", "text": "ok"}]
+    assert deltas == [{"type": "text", "delta": "ok"}]
+    assert len(server.requests) == 2
+
+
+def test_an_error_event_after_text_has_streamed_ends_as_an_error_keeping_the_text(
+        serve: Any) -> None:
+    late = Sse([wire.message_start(), *wire.text_block(0, "Half an ans")[:2],
+                wire.error_event("overloaded_error", "Overloaded")])
+    server = serve(late, wire.text_reply("never asked for"))
+    _, message = run(model(server), [user("Hi")])
+    assert len(server.requests) == 1
+    assert message["stop_reason"] == "error"
+    assert message["content"] == [{"type": "text", "text": "Half an ans"}]
+    assert message["error_message"] == ("anthropic: overloaded_error: Overloaded (part of the "
+                                        "reply had already arrived; not retried)")
+
+
+def test_a_stream_cut_off_mid_message_keeps_the_partial_text_and_the_next_request_is_valid(
+        serve: Any) -> None:
+    cut = wire.reply(wire.text_block(0, "The answer ", "is forty"),
+                     wire.tool_use_block(1, "toolu_01A", "read", '{"path": "a'),
+                     cut_after=8)
+    server = serve(cut, wire.text_reply("Sorry, again: 42."))
+    m = model(server, prompt_caching=False)
+    deltas, broken = run(m, [user("What is it?")], [READ])
+    assert [d["type"] for d in deltas] == ["text", "text", "toolcall", "toolcall"]
+    assert broken["stop_reason"] == "error"
+    assert broken["content"] == [{"type": "text", "text": "The answer is forty"}]
+    assert broken["error_message"].startswith("anthropic: connection lost")
+    assert len(server.requests) == 1
+    _, fixed = run(m, [user("What is it?"), broken, user("Go on")], [READ])
+    assert fixed["stop_reason"] == "stop"
+    assert server.requests[1].body["messages"] == [
+        {"role": "user", "content": [{"type": "text", "text": "What is it?"}]},
+        {"role": "assistant", "content": [{"type": "text", "text": "The answer is forty"}]},
+        {"role": "user", "content": [{"type": "text", "text": "Go on"}]}]
+
+
+def test_a_failed_message_without_text_is_left_out_of_the_next_request(serve: Any) -> None:
+    server = serve(wire.text_reply("ok"))
+    failed: AssistantMessage = {"role": "assistant", "content": [], "stop_reason": "error",
+                                "error_message": "anthropic: 500"}
+    run(model(server, prompt_caching=False), [user("one"), failed, user("two")])
+    assert server.requests[0].body["messages"] == [
+        {"role": "user", "content": [{"type": "text", "text": "one"},
+                                     {"type": "text", "text": "two"}]}]
+
+
+def test_a_stream_that_ends_without_message_stop_before_any_content_is_retried(
+        serve: Any) -> None:
+    server = serve(Sse([wire.message_start()]), wire.text_reply("ok"))
+    _, message = run(model(server), [user("Hi")])
+    assert message["stop_reason"] == "stop" and len(server.requests) == 2
+
+
+def test_a_dropped_connection_before_any_answer_is_retried(serve: Any) -> None:
+    server = serve(Drop(), wire.text_reply("ok"))
+    sleeps: list[float] = []
+    _, message = run(model(server, sleeps), [user("Hi")])
+    assert message["stop_reason"] == "stop"
+    assert len(server.requests) == 2 and len(sleeps) == 1
+
+
+def test_a_401_is_not_retried_and_says_what_was_wrong(serve: Any) -> None:
+    server = serve(wire.error(401, "authentication_error", "invalid x-api-key"),
+                   wire.text_reply("never"))
+    sleeps: list[float] = []
+    _, message = run(model(server, sleeps), [user("Hi")])
+    assert len(server.requests) == 1 and sleeps == []
+    assert message["stop_reason"] == "error"
+    assert message["error_message"] == ("anthropic: 401 authentication_error: "
+                                        "invalid x-api-key (not retried)")
+
+
+def test_a_400_is_not_retried(serve: Any) -> None:
+    server = serve(wire.error(400, "invalid_request_error", "messages: at least one message "
+                              "is required"))
+    _, message = run(model(server), [user("Hi")])
+    assert len(server.requests) == 1
+    assert message["error_message"] == ("anthropic: 400 invalid_request_error: messages: at "
+                                        "least one message is required (not retried)")
+
+
+def test_a_key_the_server_echoes_never_reaches_the_error_message(serve: Any) -> None:
+    server = serve(wire.error(403, "permission_error", f"key {KEY} may not use this model"))
+    _, message = run(model(server), [user("Hi")])
+    assert KEY not in message["error_message"]
+    assert "[redacted]" in message["error_message"]
+    assert KEY not in repr(model(server))
+
+
+def test_abort_mid_stream_ends_promptly_with_the_partial_text(serve: Any) -> None:
+    stalled = wire.reply(wire.text_block(0, "Working", " on it"),
+                         wire.tool_use_block(1, "toolu_01A", "read", '{"pa'), stall_after=8)
+    server = serve(stalled)
+    abort = threading.Event()
+    seen: list[StreamDelta] = []
+    for delta in model(server).stream("sys", [user("Hi")], [READ], abort=abort):
+        seen.append(delta)
+        if delta.get("delta") == '{"pa':
+            threading.Timer(0.05, abort.set).start()
+    message = seen[-1]["message"]  # type: ignore[typeddict-item]
+    assert message["stop_reason"] == "aborted"
+    assert message["content"] == [{"type": "text", "text": "Working on it"}]
+    assert len(server.requests) == 1
+
+
+def test_an_abort_before_the_request_sends_nothing(serve: Any) -> None:
+    server = serve(wire.text_reply("never"))
+    abort = threading.Event()
+    abort.set()
+    _, message = run(model(server), [user("Hi")], abort=abort)
+    assert message["stop_reason"] == "aborted" and server.requests == []
+
+
+def test_complete_returns_the_message_stream_ends_with(serve: Any) -> None:
+    server = serve(wire.text_reply("Hel", "lo"), wire.text_reply("Hel", "lo"))
+    m = model(server)
+    assert m.complete("sys", [user("Hi")], []) == run(m, [user("Hi")])[1]
