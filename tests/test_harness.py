@@ -351,3 +351,38 @@ def test_clear_queues_hands_back_what_was_queued_and_leaves_them_empty() -> None
     assert h.clear_queues() == (["a", "b"], ["c"])
     drain(h, "go")
     assert shape(h.messages) == "U A"
+
+
+def test_a_follow_up_queued_from_a_listener_opens_a_turn_after_the_model_stops() -> None:
+    model = ScriptedModel([say("first answer"), say("second answer")])
+    h = Harness(model, "system", [])
+    asked: list[str] = []
+
+    def listener(event: Event) -> None:
+        if event["type"] == "turn_start" and not asked:
+            asked.append("once")
+            h.follow_up("and now the tests")
+
+    h.subscribe(listener)
+    events = drain(h, "go")
+    assert shape(h.messages) == "U A U A"
+    assert h.messages[2] == user("and now the tests")
+    assert_balanced(events)
+
+
+def test_h_abort_from_a_thread_kills_a_real_bash_command_and_leaves_a_valid_transcript(
+        tmp_path: Path) -> None:
+    from mulligan.tools import bash_tool
+
+    model = ScriptedModel([reply(call("bash", {"command": "echo started; sleep 60"}, id="c1")),
+                           say("never")])
+    h = Harness(model, "system", [bash_tool(tmp_path)])
+    running = threading.Event()
+    h.subscribe(lambda e: e["type"] == "tool_execution_start" and running.set())
+    threading.Thread(target=lambda: running.wait() and h.abort(), daemon=True).start()
+    events = drain(h, "go")
+    assert_balanced(events)
+    assert shape(h.messages) == "U A[c1] R(c1) A~"
+    assert "Aborted" in h.messages[2]["content"]
+    assert len(model.calls) == 1
+    assert is_valid(h.messages)
