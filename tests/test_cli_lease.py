@@ -9,7 +9,6 @@ import pty
 import select
 import subprocess
 import sys
-from pathlib import Path
 
 from mulligan.session import SessionLog
 

@@ -160,6 +160,10 @@ class Controller:
                                max_turns=self.max_turns)
         self.harness.subscribe(self._persist)
 
+    def saved_log(self, what: str) -> SessionLog:
+        """The session log, for a command (`what`) that needs a file with entries in it."""
+        return self._need_file(what)
+
     def _need_file(self, what: str) -> SessionLog:
         if self.log is None:
             raise Refused(f"{what}: this session is not saved (--no-session)")
@@ -219,6 +223,12 @@ class Controller:
         new_tip = log.branch_to(entry_id)
         self._rebuild(log.replay())
         return str(new_tip)
+
+    def back_choices(self) -> list[tuple[str, str]]:
+        """What the /back picker offers: `user_choices`, refused like /back itself."""
+        self._idle("/back")
+        self._need_file("/back")
+        return self.user_choices()
 
     def user_choices(self) -> list[tuple[str, str]]:
         """(entry id, text) of each user message on the current branch, newest first: what

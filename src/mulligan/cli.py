@@ -121,6 +121,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ValueError, OSError, RuntimeError) as exc:
         # Named errors from below: MissingApiKey, UnknownModel, LeaseHeld, SessionError, ...
         print(f"mulligan: {exc}", file=err)
+        from mulligan.session import SessionError
+
+        if isinstance(exc, SessionError) and args.command is None:
+            print("mulligan: 'mulligan session check FILE' says what is wrong with a session "
+                  "file, and 'mulligan session repair FILE' makes it readable again", file=err)
         return 1
 
 

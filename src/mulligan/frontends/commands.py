@@ -101,9 +101,7 @@ def _tree(c: Any, args: list[str], width: int) -> Outcome:
 
 def _back(c: Any, args: list[str], width: int) -> Outcome:
     if not args:
-        c._need_file("/back")
-        c._idle("/back")
-        choices = c.user_choices()
+        choices = c.back_choices()
         if not choices:
             return Outcome(["/back: there is no message of yours on this branch"], error=True)
         return Outcome(pick="back", choices=choices)
@@ -180,7 +178,7 @@ def _export(c: Any, args: list[str], width: int) -> Outcome:
     from mulligan.session.export import to_markdown, write_linear
     from mulligan.session.store import new_session_path
 
-    log = c._need_file("/export")
+    log = c.saved_log("/export")
     kind = args[0] if args else "md"
     if kind not in ("md", "jsonl"):
         return Outcome(["usage: /export [md|jsonl] [FILE]"], error=True)

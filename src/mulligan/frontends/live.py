@@ -23,8 +23,14 @@ class LiveRenderer:
     message failed. `show_prompt` echoes the run's first user message (the REPL does not: the
     user just typed it)."""
 
-    def __init__(self, console: Console, *, fold_lines: int = 4, show_prompt: bool = False):
+    def __init__(self, console: Console, *, fold_lines: int = 4, show_prompt: bool = False,
+                 line_buffered: bool = False):
         self.console = console
+        # Under a live prompt (patch_stdout) a partial line is overwritten when the prompt is
+        # redrawn, so the REPL streams whole lines; a plain terminal gets every delta.
+        self.line_buffered = line_buffered
+        self._pending = ""
+        self._pending_style: str | None = None
         self.fold_lines = fold_lines
         self.show_prompt = show_prompt
         self.last: dict[str, Any] | None = None
@@ -35,10 +41,27 @@ class LiveRenderer:
     def _write(self, text: str, style: str | None = None) -> None:
         if not text:
             return
+        if self.line_buffered:
+            if style != self._pending_style:
+                self._flush_pending()
+                self._pending_style = style
+            self._pending += text
+            if "\n" not in self._pending:
+                return
+            head, _, self._pending = self._pending.rpartition("\n")
+            text = head + "\n"
         self.console.print(Text(text, style=style or ""), end="", soft_wrap=True)
         self._midline = not text.endswith("\n")
 
+    def _flush_pending(self) -> None:
+        # The rest of a line, and its end, in one write: a partial line would be redrawn over.
+        pending, self._pending = self._pending, ""
+        if pending:
+            self.console.print(Text(pending, style=self._pending_style or ""), soft_wrap=True)
+            self._midline = False
+
     def _line(self, text: str | Text, style: str | None = None) -> None:
+        self._flush_pending()
         if self._midline:
             self.console.print()
             self._midline = False
@@ -79,8 +102,11 @@ class LiveRenderer:
             words = text_of(message)  # type: ignore[arg-type]
             if words:
                 self._line(words)
-        elif self._midline:
-            self._line("")
+        else:
+            self._flush_pending()
+            if self._midline:
+                self.console.print()
+                self._midline = False
         self._streamed = False
         reason = message.get("stop_reason")
         if reason == "error":
@@ -99,6 +125,7 @@ class LiveRenderer:
                             style="cyan dim"))
 
     def finish(self) -> bool:
+        self._flush_pending()
         if self._midline:
             self.console.print()
             self._midline = False

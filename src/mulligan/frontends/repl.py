@@ -204,7 +204,7 @@ class Repl:
 
     def _start_run(self, text: str) -> None:
         events = self.controller.run_prompt(text)
-        renderer = LiveRenderer(self.console)
+        renderer = LiveRenderer(self.console, line_buffered=self._patch_stdout)
 
         def work() -> None:
             try:
