@@ -1,0 +1,271 @@
+"""OpenAIChatModel against a local server that speaks Chat Completions' streaming protocol (the
+protocol of OpenAI and of every OpenAI-compatible server on a base URL)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from fakes import openai_server as wire
+from fakes.http_server import Drop, ScriptedServer, Sse
+from mulligan.messages import AssistantMessage, Message
+from mulligan.providers.base import StreamDelta, ToolSpec
+from mulligan.providers.openai_chat import OpenAIChatModel
+from mulligan.providers.retry import Backoff
+from mulligan.testing import call, reply, tool_result, user
+
+KEY = "sk-proj-test-0123456789abcdef"
+READ: ToolSpec = {"name": "read", "description": "Read a file.",
+                  "parameters": {"type": "object", "properties": {"path": {"type": "string"}},
+                                 "required": ["path"]}}
+
+
+@pytest.fixture
+def serve() -> Iterator[Any]:
+    servers: list[ScriptedServer] = []
+
+    def start(*script: Any) -> ScriptedServer:
+        server = ScriptedServer(list(script), base_path="/v1").__enter__()
+        servers.append(server)
+        return server
+
+    yield start
+    for server in servers:
+        server.close()
+
+
+def model(server: ScriptedServer, sleeps: list[float] | None = None,
+          **options: Any) -> OpenAIChatModel:
+    options.setdefault("backoff", Backoff(max_retries=2, base=0.5, random=lambda: 1.0))
+    return OpenAIChatModel("qwen2.5-coder", api_key=KEY, base_url=server.url, timeout=5.0,
+                           sleep=(sleeps if sleeps is not None else []).append, **options)
+
+
+def run(m: OpenAIChatModel, messages: list[Message], tools: list[ToolSpec] | None = None,
+        abort: threading.Event | None = None) -> tuple[list[StreamDelta], AssistantMessage]:
+    deltas = list(m.stream("You are terse.", messages, tools or [], abort=abort))
+    assert [d["type"] for d in deltas].count("done") == 1 and deltas[-1]["type"] == "done"
+    return deltas[:-1], deltas[-1]["message"]  # type: ignore[typeddict-item]
+
+
+def test_a_plain_answer_streams_its_text_and_ends_with_the_whole_message(serve: Any) -> None:
+    server = serve(wire.text_reply("Hello", ", world."))
+    deltas, message = run(model(server), [user("Hi")])
+    assert deltas == [{"type": "text", "delta": "Hello"}, {"type": "text", "delta": ", world."}]
+    assert message == {"role": "assistant", "content": [{"type": "text",
+                                                         "text": "Hello, world."}],
+                       "stop_reason": "stop", "model": "openai/qwen2.5-coder",
+                       "usage": {"input": 20, "output": 5, "cache_read": 0}}
+
+
+def test_the_request_has_the_system_prompt_first_tools_as_functions_and_asks_for_usage(
+        serve: Any) -> None:
+    server = serve(wire.text_reply("ok"))
+    run(model(server, max_tokens=300), [user("Hi")], [READ])
+    sent = server.requests[0]
+    assert sent.path == "/v1/chat/completions"
+    assert sent.body == {
+        "model": "qwen2.5-coder", "stream": True, "stream_options": {"include_usage": True},
+        "max_tokens": 300,
+        "messages": [{"role": "system", "content": "You are terse."},
+                     {"role": "user", "content": "Hi"}],
+        "tools": [{"type": "function", "function": {
+            "name": "read", "description": "Read a file.", "parameters": READ["parameters"]}}]}
+    assert sent.headers["authorization"] == f"Bearer {KEY}"
+
+
+def test_cached_prompt_tokens_are_counted_apart_from_the_rest(serve: Any) -> None:
+    server = serve(wire.reply(wire.text("ok"), prompt=1000, completion=9, cached=800))
+    _, message = run(model(server), [user("Hi")])
+    assert message["usage"] == {"input": 200, "output": 9, "cache_read": 800}
+
+
+def test_a_server_that_sends_no_usage_gives_a_message_without_usage(serve: Any) -> None:
+    server = serve(wire.reply(wire.text("ok"), with_usage=False))
+    _, message = run(model(server), [user("Hi")])
+    assert "usage" not in message and message["stop_reason"] == "stop"
+
+
+def test_a_tool_call_whose_arguments_arrive_in_fragments_is_put_together(serve: Any) -> None:
+    server = serve(wire.reply(wire.text("Reading it."),
+                              wire.tool_call(0, "call_Ab1", "read", '{"pa', 'th": "src/',
+                                             'main.py"}'),
+                              finish_reason="tool_calls"))
+    deltas, message = run(model(server), [user("Read main.py")], [READ])
+    assert [d["delta"] for d in deltas if d["type"] == "toolcall"] == [  # type: ignore[typeddict-item]
+        "", '{"pa', 'th": "src/', 'main.py"}']
+    assert message["stop_reason"] == "toolUse"
+    assert message["content"] == [
+        {"type": "text", "text": "Reading it."},
+        {"type": "toolCall", "id": "call_Ab1", "name": "read",
+         "arguments": {"path": "src/main.py"}}]
+
+
+def test_two_tool_calls_in_one_reply_are_told_apart_by_index(serve: Any) -> None:
+    first, second = wire.tool_call(0, "call_A", "read", '{"path":', ' "a.py"}'), \
+        wire.tool_call(1, "call_B", "read", '{"path": "b.py"}')
+    interleaved = [first[0], second[0], first[1], second[1], first[2]]
+    server = serve(wire.reply(interleaved, finish_reason="tool_calls"))
+    _, message = run(model(server), [user("Read both")], [READ])
+    assert [(b["id"], b["arguments"]) for b in message["content"]] == [  # type: ignore[typeddict-item]
+        ("call_A", {"path": "a.py"}), ("call_B", {"path": "b.py"})]
+
+
+def test_tool_calls_go_back_on_the_assistant_message_and_results_as_tool_messages(
+        serve: Any) -> None:
+    server = serve(wire.text_reply("Both read."))
+    a, b = call("read", {"path": "a.py"}, id="call_A"), call("read", {"path": "b.py"},
+                                                               id="call_B")
+    history: list[Message] = [user("Read both"), reply(a, b), tool_result(a, "A"),
+                              tool_result(b, "no such file", is_error=True)]
+    run(model(server), history, [READ])
+    assert server.requests[0].body["messages"][1:] == [
+        {"role": "user", "content": "Read both"},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "call_A", "type": "function",
+             "function": {"name": "read", "arguments": '{"path": "a.py"}'}},
+            {"id": "call_B", "type": "function",
+             "function": {"name": "read", "arguments": '{"path": "b.py"}'}}]},
+        {"role": "tool", "tool_call_id": "call_A", "content": "A"},
+        {"role": "tool", "tool_call_id": "call_B", "content": "no such file"}]
+
+
+def test_reasoning_deltas_become_thinking_that_is_never_sent_back(serve: Any) -> None:
+    server = serve(wire.reply(wire.reasoning("Hmm, ", "easy."), wire.text("4")),
+                   wire.text_reply("ok"))
+    m = model(server)
+    deltas, message = run(m, [user("2+2?")])
+    assert [d["type"] for d in deltas] == ["thinking", "thinking", "text"]
+    assert message["content"] == [{"type": "thinking", "thinking": "Hmm, easy."},
+                                  {"type": "text", "text": "4"}]
+    run(m, [user("2+2?"), message, user("thanks")])
+    assert server.requests[1].body["messages"][2] == {"role": "assistant", "content": "4"}
+
+
+@pytest.mark.parametrize(("finish", "ours"), [("stop", "stop"), ("length", "length")])
+def test_finish_reasons_are_mapped(serve: Any, finish: str, ours: str) -> None:
+    server = serve(wire.reply(wire.text("text"), finish_reason=finish))
+    _, message = run(model(server), [user("Hi")])
+    assert message["stop_reason"] == ours
+
+
+def test_a_tool_call_ended_by_stop_is_still_a_tool_use(serve: Any) -> None:
+    # Some compatible servers say "stop" even when the reply is a tool call.
+    server = serve(wire.reply(wire.tool_call(0, "call_A", "read", '{"path": "a.py"}')))
+    _, message = run(model(server), [user("Read")], [READ])
+    assert message["stop_reason"] == "toolUse"
+
+
+def test_a_content_filter_stop_is_an_error_that_keeps_the_text(serve: Any) -> None:
+    server = serve(wire.reply(wire.text("Here is"), finish_reason="content_filter"))
+    _, message = run(model(server), [user("Hi")])
+    assert message["stop_reason"] == "error"
+    assert message["content"] == [{"type": "text", "text": "Here is"}]
+    assert "content filter" in message["error_message"]
+
+
+def test_a_429_with_retry_after_is_retried_after_the_wait_the_server_asked_for(
+        serve: Any) -> None:
+    server = serve(wire.error(429, "Rate limit reached for requests", "requests",
+                              "rate_limit_exceeded", {"retry-after": "3"}),
+                   wire.text_reply("Finally."))
+    sleeps: list[float] = []
+    _, message = run(model(server, sleeps), [user("Hi")])
+    assert message["content"] == [{"type": "text", "text": "Finally."}]
+    assert sleeps == [3.0] and len(server.requests) == 2
+
+
+def test_a_500_three_times_gives_up_with_a_readable_error(serve: Any) -> None:
+    fault = wire.error(500, "The server had an error while processing your request.",
+                       "server_error")
+    server = serve(fault, fault, fault)
+    sleeps: list[float] = []
+    _, message = run(model(server, sleeps), [user("Hi")])
+    assert len(server.requests) == 3 and sleeps == [0.5, 1.0]
+    assert message["stop_reason"] == "error"
+    assert message["error_message"] == (
+        "openai: gave up after 3 attempts: 500 server_error: The server had an error while "
+        "processing your request.")
+
+
+def test_an_error_object_in_place_of_the_first_chunk_is_retried(serve: Any) -> None:
+    # OpenRouter and vLLM report an upstream failure inside a 200 stream.
+    broken = Sse([(None, {"error": {"message": "Upstream provider timed out", "code": 502}})])
+    server = serve(broken, wire.text_reply("ok"))
+    _, message = run(model(server), [user("Hi")])
+    assert message["content"] == [{"type": "text", "text": "ok"}]
+    assert len(server.requests) == 2
+
+
+def test_a_dropped_connection_before_any_answer_is_retried(serve: Any) -> None:
+    server = serve(Drop(), wire.text_reply("ok"))
+    _, message = run(model(server), [user("Hi")])
+    assert message["stop_reason"] == "stop" and len(server.requests) == 2
+
+
+def test_a_stream_cut_off_mid_message_keeps_the_partial_text_and_the_next_request_is_valid(
+        serve: Any) -> None:
+    cut = wire.reply(wire.text("The answer ", "is forty"),
+                     wire.tool_call(0, "call_A", "read", '{"path": "a'), cut_after=5)
+    server = serve(cut, wire.text_reply("42."))
+    m = model(server)
+    deltas, broken = run(m, [user("What is it?")], [READ])
+    assert [d["type"] for d in deltas] == ["text", "text", "toolcall", "toolcall"]
+    assert broken["stop_reason"] == "error"
+    assert broken["content"] == [{"type": "text", "text": "The answer is forty"}]
+    assert "not retried" in broken["error_message"] and len(server.requests) == 1
+    _, fixed = run(m, [user("What is it?"), broken, user("Go on")], [READ])
+    assert fixed["stop_reason"] == "stop"
+    assert server.requests[1].body["messages"][1:] == [
+        {"role": "user", "content": "What is it?"},
+        {"role": "assistant", "content": "The answer is forty"},
+        {"role": "user", "content": "Go on"}]
+
+
+def test_a_stream_that_ends_without_a_finish_reason_is_an_error(serve: Any) -> None:
+    server = serve(Sse([wire.role(), *wire.text("Half"), wire.DONE]))
+    _, message = run(model(server), [user("Hi")])
+    assert message["stop_reason"] == "error"
+    assert message["content"] == [{"type": "text", "text": "Half"}]
+    assert "ended before the reply was complete" in message["error_message"]
+
+
+def test_a_401_is_not_retried_says_what_was_wrong_and_never_shows_the_key(serve: Any) -> None:
+    server = serve(wire.error(401, f"Incorrect API key provided: {KEY}. You can find your "
+                              "API key at https://platform.openai.com/account/api-keys.",
+                              "invalid_request_error", "invalid_api_key"))
+    sleeps: list[float] = []
+    _, message = run(model(server, sleeps), [user("Hi")])
+    assert len(server.requests) == 1 and sleeps == []
+    assert message["error_message"] == (
+        "openai: 401 invalid_api_key: Incorrect API key provided: [redacted]. You can find "
+        "your API key at https://platform.openai.com/account/api-keys. (not retried)")
+
+
+def test_a_404_for_a_model_the_server_lacks_is_not_retried(serve: Any) -> None:
+    server = serve(wire.error(404, 'model "qwen2.5-coder" not found, try pulling it first',
+                              "api_error"))
+    _, message = run(model(server), [user("Hi")])
+    assert len(server.requests) == 1
+    assert message["error_message"] == ('openai: 404 api_error: model "qwen2.5-coder" not '
+                                        'found, try pulling it first (not retried)')
+
+
+def test_abort_mid_stream_ends_promptly_with_the_partial_text(serve: Any) -> None:
+    stalled = wire.reply(wire.text("Working", " on it"),
+                         wire.tool_call(0, "call_A", "read", '{"pa'), stall_after=5)
+    server = serve(stalled)
+    abort = threading.Event()
+    seen: list[StreamDelta] = []
+    for delta in model(server).stream("sys", [user("Hi")], [READ], abort=abort):
+        seen.append(delta)
+        if delta.get("delta") == '{"pa':
+            threading.Timer(0.05, abort.set).start()
+    message = seen[-1]["message"]  # type: ignore[typeddict-item]
+    assert message["stop_reason"] == "aborted"
+    assert message["content"] == [{"type": "text", "text": "Working on it"}]
+    assert len(server.requests) == 1
+
