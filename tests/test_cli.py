@@ -205,3 +205,28 @@ def test_sessions_export_writes_markdown_or_a_linear_session(tmp_path, two_attem
 def test_session_is_an_alias_of_sessions(tmp_path, two_attempts):
     assert mulligan(tmp_path, "session", "ls").stdout == mulligan(tmp_path, "sessions",
                                                                    "ls").stdout
+
+
+def test_session_check_reports_a_torn_line_and_repair_sets_it_aside(tmp_path, two_attempts):
+    assert mulligan(tmp_path, "session", "check", str(two_attempts)).returncode == 0
+    with open(two_attempts, "ab") as f:
+        f.write(b'{"id": "e8", "type": "mess')
+    checked = mulligan(tmp_path, "session", "check", str(two_attempts))
+    assert checked.returncode == 1 and "line 8" in checked.stdout
+    refused = mulligan(tmp_path, "-p", "x", "--session", str(two_attempts),
+                       "--model", script(tmp_path, "ok"))
+    assert refused.returncode == 1 and "session repair" in refused.stderr
+    repaired = mulligan(tmp_path, "sessions", "repair", str(two_attempts))
+    assert repaired.returncode == 0 and "torn" in repaired.stdout
+    assert mulligan(tmp_path, "session", "check", str(two_attempts)).returncode == 0
+
+
+def test_session_migrate_gives_an_old_file_parents(tmp_path):
+    old = tmp_path / "old.jsonl"
+    old.write_text(json.dumps({"role": "user", "content": "hi"}) + "\n"
+                   + json.dumps({"role": "assistant", "stop_reason": "stop",
+                                 "content": [{"type": "text", "text": "hello"}]}) + "\n")
+    new = tmp_path / "new.jsonl"
+    done = mulligan(tmp_path, "session", "migrate", str(old), str(new))
+    assert done.returncode == 0 and "2 entries" in done.stdout
+    assert [m["role"] for m in SessionLog(new).replay()] == ["user", "assistant"]

@@ -88,7 +88,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="where to write (md default: stdout; jsonl default: a new session "
                              "file of this folder)")
     with_file("check", "report problems in a session file (exit status 1 if any)")
-    with_file("repair", "make a damaged session file readable again (keeps a backup)")
+    with_file("repair", "set a torn last line aside (into a sidecar file, never deleted) so the "
+                        "session can be read and appended to again; exit status 1 if other "
+                        "damage is left")
     migrate = actions.add_parser("migrate", help="rewrite a session file from before parents "
                                                  "existed into the current format")
     migrate.add_argument("old", metavar="OLD")

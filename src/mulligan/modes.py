@@ -212,7 +212,7 @@ def session_repair(args: argparse.Namespace, out: TextIO) -> int:
 
     report = maintenance.repair(find_session_file(args.file, home_of(), working_folder(args)))
     print(report.format(), file=out)
-    return 0
+    return 0 if report.ok else 1
 
 
 def session_migrate(args: argparse.Namespace, out: TextIO) -> int:
