@@ -316,3 +316,44 @@ def test_tool_results_are_shown_folded_past_a_few_lines(tmp_path, new_file):
     assert "line 4" in shown and "line 5" not in shown
     assert "… 6 more lines" in shown
     assert "counted" in shown
+
+
+def test_model_switches_the_model_and_records_a_model_change(tmp_path, new_file):
+    second = ScriptedModel([say("from the second model")])
+    second.name = "openai/gpt-test"
+    c = controller(tmp_path, ScriptedModel([say("from the first")]), new_file)
+    c.resolver = lambda name: second
+    with repl_on(c) as repl:
+        repl.type("hi\r")
+        assert "model is now openai/gpt-test" in repl.type("/model openai/gpt-test\r")
+        assert "from the second model" in repl.type("again\r")
+    change = next(e for e in SessionLog(new_file).entries() if e["type"] == "model_change")
+    assert (change["provider"], change["model"]) == ("openai", "gpt-test")
+
+
+def test_export_writes_the_branch_as_markdown(tmp_path, new_file):
+    c = controller(tmp_path, ScriptedModel([say("an answer")]), new_file)
+    target = tmp_path / "out.md"
+    with repl_on(c) as repl:
+        repl.type("a question\r")
+        assert f"wrote {target}" in repl.type(f"/export md {target}\r")
+    assert "## You (e2)" in target.read_text() and "an answer" in target.read_text()
+
+
+def test_sessions_lists_this_folders_sessions_and_resume_switches(tmp_path, new_file):
+    c = controller(tmp_path, ScriptedModel([say("one"), say("two")]), new_file)
+    with repl_on(c) as repl:
+        repl.type("first session\r")
+        repl.type("/fork\r")
+        listed = repl.type("/sessions\r")
+        assert listed.count("first session") == 2
+        shown = repl.type(f"/resume {new_file}\r")
+        assert "resumed" in shown
+        assert c.session_file == new_file
+        assert c.lease is not None and c.lease.session == new_file
+
+
+def test_an_unknown_command_is_named(tmp_path, new_file):
+    c = controller(tmp_path, ScriptedModel([]), new_file)
+    with repl_on(c) as repl:
+        assert "unknown command /frobnicate" in repl.type("/frobnicate\r")
