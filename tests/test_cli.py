@@ -230,3 +230,11 @@ def test_session_migrate_gives_an_old_file_parents(tmp_path):
     done = mulligan(tmp_path, "session", "migrate", str(old), str(new))
     assert done.returncode == 0 and "2 entries" in done.stdout
     assert [m["role"] for m in SessionLog(new).replay()] == ["user", "assistant"]
+
+
+def test_with_nothing_configured_the_embedded_model_is_announced_once_on_stderr(tmp_path):
+    # --max-turns 0 stops before the first model call, so the model file is never loaded.
+    done = mulligan(tmp_path, "-p", "hi", "--no-session", "--max-turns", "0")
+    assert done.stderr.count("No provider configured: using the embedded "
+                             "local/smollm2-135m") == 1
+    assert done.returncode == 1 and done.stdout == ""
