@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -153,7 +154,13 @@ def check(file: str | os.PathLike[str]) -> CheckReport:
     report.branches = sum(1 for _, entry in entries if entry.get("type") == "branch")
     report.tip = last_id
     problems.extend(_tree_problems(entries, line_of))
+    problems.sort(key=_first_line)  # in file order, for a person going down the file
     return report
+
+
+def _first_line(problem: str) -> int:
+    found = re.search(r"lines? (\d+)", problem)
+    return int(found.group(1)) if found else 0
 
 
 def _tree_problems(entries: list[tuple[int, dict[str, Any]]],
