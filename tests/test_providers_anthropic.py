@@ -334,3 +334,14 @@ def test_complete_returns_the_message_stream_ends_with(serve: Any) -> None:
     server = serve(wire.text_reply("Hel", "lo"), wire.text_reply("Hel", "lo"))
     m = model(server)
     assert m.complete("sys", [user("Hi")], []) == run(m, [user("Hi")])[1]
+
+
+def test_a_server_that_goes_silent_mid_reply_times_out_as_an_error_keeping_the_text(
+        serve: Any) -> None:
+    server = serve(wire.reply(wire.text_block(0, "Still ", "thinking"), stall_after=5))
+    m = AnthropicModel("claude-sonnet-4-6", api_key=KEY, base_url=server.url, timeout=0.3)
+    _, message = run(m, [user("Hi")])
+    assert message["stop_reason"] == "error"
+    assert message["content"] == [{"type": "text", "text": "Still thinking"}]
+    assert message["error_message"] == ("anthropic: timed out waiting for the server (part of "
+                                        "the reply had already arrived; not retried)")
