@@ -10,6 +10,7 @@ Exit status: 0 done; 1 the run failed or the command could not be done; 2 bad us
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 
@@ -116,6 +117,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                                        "with -p")
             return modes.run_print(args, out, err)
         return modes.run_interactive(args, err)
+    except BrokenPipeError:
+        # `mulligan sessions show ... | head`: the reader has gone; so do we, quietly.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
     except modes.UsageError as exc:
         parser.print_usage(err)
         print(f"mulligan: error: {exc}", file=err)
