@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from mulligan.session.lease import LeaseHeld, acquire, lease_path, read_holder
+from mulligan.session.lease import LeaseHeld, acquire, is_free, lease_path, read_holder
 
 
 def test_the_lease_file_names_this_process_and_goes_away_on_release(tmp_path):
@@ -41,20 +41,35 @@ def test_a_second_writer_is_refused_with_the_holders_pid(tmp_path):
     assert not lease_path(session).exists()  # released at the holder's exit
 
 
-def test_a_lease_whose_process_is_gone_is_taken_over(tmp_path):
+def test_a_lease_whose_process_was_killed_is_taken_over(tmp_path):
     session = tmp_path / "s.jsonl"
-    dead = subprocess.Popen([sys.executable, "-c", "pass"])
-    dead.wait()
-    host = __import__("socket").gethostname()
-    lease_path(session).write_text(json.dumps({"pid": dead.pid, "started": "x", "host": host}))
+    holder = subprocess.Popen(
+        [sys.executable, "-c",
+         "import sys; from mulligan.session.lease import acquire;"
+         f"acquire(__import__('pathlib').Path({str(session)!r})); print('held', flush=True);"
+         "sys.stdin.read()"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline().strip() == "held"
+    holder.kill()  # no atexit, no release: the lease file stays behind
+    holder.wait()
+    assert read_holder(session)["pid"] == holder.pid
     lease = acquire(session)
     assert read_holder(session)["pid"] == os.getpid()
     lease.release()
 
 
-def test_releasing_leaves_a_lease_taken_over_by_someone_else_alone(tmp_path):
+def test_a_lease_file_naming_a_dead_pid_but_unlocked_is_free(tmp_path):
+    session = tmp_path / "s.jsonl"
+    lease_path(session).write_text(json.dumps({"pid": 999999, "started": "x", "host": "h"}))
+    assert is_free(session)
+    acquire(session).release()
+
+
+def test_this_process_cannot_take_its_own_lease_twice(tmp_path):
     session = tmp_path / "s.jsonl"
     lease = acquire(session)
-    lease_path(session).write_text(json.dumps({"pid": 1, "started": "y", "host": "h"}))
+    with pytest.raises(LeaseHeld):
+        acquire(session)
+    assert not is_free(session)
     lease.release()
-    assert read_holder(session)["pid"] == 1
+    assert is_free(session)

@@ -122,11 +122,17 @@ class Controller:
         """Point at `session_file`: an existing one is leased now (LeaseHeld if another live
         process has it); a new one is leased when its first entry is written."""
         lease = acquire(session_file) if _has_entries(session_file) else None
+        log = SessionLog(session_file)
+        try:
+            transcript = log.replay()  # a damaged file is refused here, by name
+        except BaseException:
+            if lease is not None:
+                lease.release()
+            raise
         if self.lease is not None:
             self.lease.release()
-        self.lease, self.session_file = lease, session_file
-        self.log = SessionLog(session_file)
-        self._rebuild(self.log.replay())
+        self.lease, self.session_file, self.log = lease, session_file, log
+        self._rebuild(transcript)
 
     @property
     def started(self) -> bool:

@@ -104,7 +104,13 @@ def run_print(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             controller.lease = acquire(controller.session_file)
         renderer: Any = JsonRenderer(out) if args.mode == "json" else FinalTextRenderer(out, err)
 
+        pressed = []
+
         def on_interrupt(signum: int, frame: FrameType | None) -> None:
+            # The first Ctrl-C aborts the run cleanly; a second one stops waiting for it.
+            pressed.append(signum)
+            if len(pressed) > 1:
+                raise KeyboardInterrupt
             controller.abort()
 
         previous = signal.signal(signal.SIGINT, on_interrupt)
@@ -124,6 +130,9 @@ def run_interactive(args: argparse.Namespace, err: TextIO) -> int:
 
     from mulligan.frontends.repl import Repl, banner
 
+    if not sys.stdin.isatty():
+        raise UsageError("stdin is not a terminal: use -p TASK for one run "
+                         "(-p - reads the task from stdin)")
     controller = build_controller(args, err)
     console = Console(highlight=False)
     for line in banner(controller):

@@ -246,7 +246,10 @@ class Repl:
             return Outcome()
         picker: PromptSession[str] = PromptSession(input=self.session.input,
                                                    output=self.session.output)
-        answer = (await picker.prompt_async("number (Enter cancels): ")).strip()
+        try:
+            answer = (await picker.prompt_async("number (Enter cancels): ")).strip()
+        except (KeyboardInterrupt, EOFError):
+            answer = ""
         if not answer.isdigit() or not 0 < int(answer) <= len(outcome.choices):
             return Outcome(["cancelled"])
         chosen = outcome.choices[int(answer) - 1][0]

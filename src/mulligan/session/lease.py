@@ -1,10 +1,11 @@
 """One live writer per session file: a lease, held as a lock file next to the session.
 
-``<session>.lease`` holds JSON ``{"pid", "started", "host"}``. It is created with
-O_CREAT|O_EXCL, so of two processes racing for one session exactly one wins. A lease whose
-process is gone (same host, pid no longer alive) is stale and is taken over; a live one is
-refused with `LeaseHeld`, whose message names the process holding it. Releasing removes the
-file only if it is still ours. This guards against two interactive writers interleaving
+``<session>.lease`` holds JSON ``{"pid", "started", "host"}`` naming the holder, and the holder
+keeps an exclusive ``flock`` on it for as long as it lives. The kernel drops that lock when the
+process ends, however it ends (a crash, kill -9), so a lease whose process is gone is simply
+free and the next `acquire` takes it over; there is no pid guessing and no race between two
+processes taking over the same stale lease. A live lease is refused with `LeaseHeld`, whose
+message names the process holding it. This keeps two interactive writers from interleaving
 attempts in one file; it is not a security boundary.
 """
 
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import fcntl
 import json
 import os
 import socket
@@ -27,11 +29,11 @@ class LeaseHeld(RuntimeError):
 
     def __init__(self, session: Path, holder: dict[str, Any]) -> None:
         self.session, self.holder = session, holder
+        who = (f"pid {holder.get('pid')} on {holder.get('host')}, since {holder.get('started')}"
+               if holder.get("pid") else "a process that is starting up")
         super().__init__(
-            f"{session} is in use by another mulligan (pid {holder.get('pid')} on "
-            f"{holder.get('host')}, since {holder.get('started')}). Quit that one first, or "
-            f"start a new session; if that process is gone, its lease is taken over "
-            f"automatically.")
+            f"{session} is in use by another mulligan ({who}). Quit that one first, or start a "
+            f"new session; once that process is gone its lease is free and is taken over.")
 
 
 def lease_path(session: Path) -> Path:
@@ -39,18 +41,8 @@ def lease_path(session: Path) -> Path:
     return session.with_name(session.name + ".lease")
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # it exists, it is just not ours
-    return True
-
-
 def read_holder(session: Path) -> dict[str, Any] | None:
-    """The lease's contents, or None when there is no lease file (or it is unreadable)."""
+    """The lease file's contents, or None when there is none (or it is unreadable)."""
     try:
         data = json.loads(lease_path(session).read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -58,34 +50,27 @@ def read_holder(session: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def is_stale(holder: dict[str, Any] | None) -> bool:
-    """True when the holder can no longer be writing: unreadable, or its process is gone on
-    this host. A lease from another host is never judged stale from here."""
-    if holder is None or not isinstance(holder.get("pid"), int):
-        return True
-    if holder.get("host") != socket.gethostname():
-        return False
-    return not _alive(holder["pid"])
-
-
 @dataclass
 class Lease:
-    """A held lease. `release()` is idempotent and also runs at interpreter exit."""
+    """A held lease: the open, locked lease file. `release()` is idempotent and also runs at
+    interpreter exit; the kernel releases it anyway if the process dies."""
 
     session: Path
-    pid: int
-    started: str
-    released: bool = False
+    fd: int
 
     def release(self) -> None:
-        if self.released:
+        if self.fd < 0:
             return
-        self.released = True
-        holder = read_holder(self.session)
-        if holder is not None and holder.get("pid") == self.pid \
-                and holder.get("started") == self.started:
-            with contextlib.suppress(FileNotFoundError):
+        fd, self.fd = self.fd, -1
+        try:
+            # Unlink while still holding the lock, and only if the path is still our file.
+            mine, named = os.fstat(fd), os.stat(lease_path(self.session))
+            if (mine.st_dev, mine.st_ino) == (named.st_dev, named.st_ino):
                 lease_path(self.session).unlink()
+        except FileNotFoundError:
+            pass
+        finally:
+            os.close(fd)
 
     def __enter__(self) -> Lease:
         return self
@@ -95,28 +80,47 @@ class Lease:
 
 
 def acquire(session: Path) -> Lease:
-    """Take the lease on `session` for this process. A stale lease is taken over; a live one
-    raises `LeaseHeld` and nothing is changed. Re-acquiring a lease this process already holds
-    is refused too: one writer means one writer. The session's folder is created (0700) if
+    """Take the lease on `session` for this process: `LeaseHeld` if a live process (this one
+    included: one writer means one writer) holds it, and nothing is changed then. A lease file
+    left by a process that is gone is taken over. The session's folder is created (0700) if
     needed; the session file itself is not."""
     session = Path(session)
     private_dirs(session.parent)
     lock = lease_path(session)
-    pid, started = os.getpid(), now_iso()
-    me = {"pid": pid, "started": started, "host": socket.gethostname()}
-    for _ in range(3):  # a stale lease removed under us by a third process: try again
+    while True:
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         try:
-            fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
-        except FileExistsError:
-            holder = read_holder(session)
-            if not is_stale(holder):
-                raise LeaseHeld(session, holder or {}) from None
-            with contextlib.suppress(FileNotFoundError):
-                lock.unlink()
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise LeaseHeld(session, read_holder(session) or {}) from None
+        try:
+            named = os.stat(lock)
+        except FileNotFoundError:
+            named = None
+        mine = os.fstat(fd)
+        if named is None or (named.st_dev, named.st_ino) != (mine.st_dev, mine.st_ino):
+            os.close(fd)  # released and unlinked between our open and our lock: try again
             continue
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(me, f)
-        lease = Lease(session, pid, started)
+        me = {"pid": os.getpid(), "started": now_iso(), "host": socket.gethostname()}
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, json.dumps(me).encode(), 0)
+        lease = Lease(session, fd)
         atexit.register(lease.release)
         return lease
-    raise LeaseHeld(session, read_holder(session) or {})
+
+
+def is_free(session: Path) -> bool:
+    """True when nobody holds the lease on `session` right now (a check, not a reservation)."""
+    try:
+        fd = os.open(lease_path(session), os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return True
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    finally:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+    return True
