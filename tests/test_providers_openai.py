@@ -269,3 +269,13 @@ def test_abort_mid_stream_ends_promptly_with_the_partial_text(serve: Any) -> Non
     assert message["content"] == [{"type": "text", "text": "Working on it"}]
     assert len(server.requests) == 1
 
+
+
+def test_a_server_silent_before_any_content_times_out_and_is_retried(serve: Any) -> None:
+    server = serve(wire.reply(wire.text("never"), stall_after=1), wire.text_reply("ok"))
+    sleeps: list[float] = []
+    m = OpenAIChatModel("qwen2.5-coder", api_key=KEY, base_url=server.url, timeout=0.3,
+                        sleep=sleeps.append)
+    _, message = run(m, [user("Hi")])
+    assert message["content"] == [{"type": "text", "text": "ok"}]
+    assert len(server.requests) == 2 and len(sleeps) == 1
