@@ -4,6 +4,7 @@ speaks the provider's wire protocol: a two-turn tool-using task, then the exact 
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -128,3 +129,25 @@ def test_an_openai_compatible_server_reads_then_edits_through_the_harness(
              "function": {"name": "edit", "arguments": json.dumps(EDIT)}}]},
         {"role": "tool", "tool_call_id": "call_E", "content": results["call_E"]}]
     assert results["call_R"] == MAIN_PY
+
+
+def test_harness_abort_stops_a_silent_stream_and_the_next_prompt_sends_the_partial_text(
+        tmp_path: Path) -> None:
+    with ScriptedServer([claude.reply(claude.text_block(0, "Working", " on it"), stall_after=5),
+                         claude.text_reply("Fine.")]) as server:
+        model = AnthropicModel("claude-sonnet-4-6", api_key="sk-ant-e2e", base_url=server.url,
+                               timeout=30.0, prompt_caching=False)
+        harness = Harness(model, SYSTEM, coding_tools(workspace(tmp_path)))
+        for event in harness.prompt("Go"):
+            if event["type"] == "message_update" and event["delta"].get("delta") == " on it":
+                threading.Timer(0.05, harness.abort).start()
+        aborted = harness.messages[-1]
+        list(harness.prompt("Again"))
+
+    assert aborted["stop_reason"] == "aborted"
+    assert aborted["content"] == [{"type": "text", "text": "Working on it"}]
+    assert shape(harness.messages) == "U A~ U A"
+    assert server.requests[1].body["messages"] == [
+        {"role": "user", "content": [{"type": "text", "text": "Go"}]},
+        {"role": "assistant", "content": [{"type": "text", "text": "Working on it"}]},
+        {"role": "user", "content": [{"type": "text", "text": "Again"}]}]
