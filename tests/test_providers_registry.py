@@ -194,3 +194,11 @@ def test_a_key_of_the_wrong_type_is_reported_without_showing_it(tmp_path: Path) 
     with pytest.raises(ConfigError) as raised:
         resolve_model("anthropic/claude-sonnet-4-6", env={}, home=tmp_path)
     assert "12345678" not in str(raised.value) and "api_key" in str(raised.value)
+
+
+def test_openai_base_url_in_the_environment_is_a_server_that_needs_no_key(
+        tmp_path: Path, openai_server: ScriptedServer) -> None:
+    model = resolve_model("openai/qwen2.5-coder", env={"OPENAI_BASE_URL": openai_server.url},
+                          home=tmp_path)
+    assert model.complete("sys", [user("Hi")], [])["stop_reason"] == "stop"
+    assert sent_key(openai_server) == "not-needed"

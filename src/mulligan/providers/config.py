@@ -24,6 +24,7 @@ from mulligan.providers.errors import ConfigError
 
 CONFIG_NAME = "config.toml"
 KEY_VARIABLES = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
+URL_VARIABLES = {"anthropic": "ANTHROPIC_BASE_URL", "openai": "OPENAI_BASE_URL"}
 _SETTINGS: dict[str, dict[str, type | tuple[type, ...]]] = {
     "anthropic": {"api_key": str, "base_url": str, "max_tokens": int, "thinking_budget": int,
                   "timeout": (int, float), "max_retries": int},
@@ -92,4 +93,16 @@ def api_key(provider: str, config: Mapping[str, Any], env: Mapping[str, str]) ->
     if from_env:
         return from_env
     configured = provider_settings(config, provider).get("api_key", "").strip()
+    return configured or None
+
+
+def base_url(provider: str, config: Mapping[str, Any], env: Mapping[str, str]) -> str | None:
+    """The endpoint for `provider`: its environment variable (ANTHROPIC_BASE_URL,
+    OPENAI_BASE_URL, which the SDKs also read) if set, else the config file's base_url, else
+    None (the provider's own endpoint)."""
+    variable = URL_VARIABLES.get(provider)
+    from_env = env.get(variable, "").strip() if variable else ""
+    if from_env:
+        return from_env
+    configured = provider_settings(config, provider).get("base_url", "").strip()
     return configured or None

@@ -26,6 +26,9 @@ from mulligan.providers.config import (
     load_config,
     provider_settings,
 )
+from mulligan.providers.config import (
+    base_url as configured_base_url,
+)
 from mulligan.providers.errors import ConfigError, MissingApiKey, UnknownModel
 
 __all__ = ["resolve_model", "default_model_name", "parse_name", "MissingApiKey",
@@ -85,8 +88,9 @@ def resolve_model(
     name: str | None, *, base_url: str | None = None, env: Mapping[str, str] | None = None,
     home: Path | None = None,
 ) -> Model:
-    """The model called `name` (None: `default_model_name`). `base_url` (--base-url) overrides
-    the config file's base_url for the hosted providers."""
+    """The model called `name` (None: `default_model_name`). For the hosted providers the
+    endpoint is `base_url` (--base-url), else $ANTHROPIC_BASE_URL / $OPENAI_BASE_URL, else the
+    config file's base_url, else the provider's own."""
     env = os.environ if env is None else env
     home = mulligan_home(env) if home is None else home
     config = load_config(home)
@@ -102,10 +106,10 @@ def resolve_model(
         settings = config.get("local", {})
         return local.resolve_local(name, settings)
     settings = provider_settings(config, provider)
-    url = settings.pop("base_url", None)
-    url = base_url or url
-    key = api_key(provider, config, env)
+    settings.pop("base_url", None)
     settings.pop("api_key", None)
+    url = base_url or configured_base_url(provider, config, env)
+    key = api_key(provider, config, env)
     if key is None:
         if provider == "openai" and url:
             key = NO_KEY_PLACEHOLDER
