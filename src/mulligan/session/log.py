@@ -263,31 +263,42 @@ class SessionLog:
                 os.close(fd)  # closing releases the lock
 
     def _refresh(self) -> None:
-        """Catch up with the file under a shared lock (a missing file reads as empty)."""
+        """Catch up with the file (a missing file reads as empty). The shared lock is held
+        only while bytes are read: parsing them needs no lock, and writers need not wait."""
         with self._open(write=False, create=False) as opened:
             if opened is None:
                 if self._ident is not None:
                     self._reset()
                 return
-            self._catch_up(opened[0])
+            data = self._fetch(opened[0])
+        self._ingest(data)
 
     def _catch_up(self, fd: int) -> None:
-        """Parse the bytes appended since the last call; start over if the file is not the one
-        parsed. Raises TornLine for a last line without its newline, after keeping every
-        complete line before it."""
+        """Parse the bytes appended since the last call, under the caller's lock."""
+        self._ingest(self._fetch(fd))
+
+    def _fetch(self, fd: int) -> bytes:
+        """The bytes appended since the last call; if the file is not the one parsed (another
+        inode, smaller than what was parsed, or other bytes where the last parsed line was),
+        forget everything and return the whole file."""
         stat = os.fstat(fd)
         ident = (stat.st_dev, stat.st_ino)
         if (ident != self._ident or stat.st_size < self._size
                 or _read_at(fd, self._size - len(self._tail), len(self._tail)) != self._tail):
             self._reset()
             self._ident = ident
-        if stat.st_size == self._size:
+        return _read_at(fd, self._size, stat.st_size - self._size)
+
+    def _ingest(self, data: bytes) -> None:
+        """Parse `data`, the bytes after the last parsed line. Raises TornLine for a last line
+        without its newline (and the named error for a bad line), after keeping every
+        complete line before it; what was not kept is fetched and refused again next call."""
+        if not data:
             return
         before = len(self._index.entries)
-        data = _read_at(fd, self._size, stat.st_size - self._size)
         try:
             used = self._index.add_data(data)
-        except SessionError:  # the lines before the bad one are kept; it is re-read next call
+        except SessionError:
             used = _complete_lines(data, len(self._index.entries) - before)
             self._advance(data, used)
             raise
