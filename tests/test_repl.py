@@ -357,3 +357,24 @@ def test_an_unknown_command_is_named(tmp_path, new_file):
     c = controller(tmp_path, ScriptedModel([]), new_file)
     with repl_on(c) as repl:
         assert "unknown command /frobnicate" in repl.type("/frobnicate\r")
+
+
+def test_history_is_kept_across_runs(tmp_path, new_file):
+    history = tmp_path / "home" / "history"
+    model = ScriptedModel([say("one"), say("two")])
+    c = controller(tmp_path, model, new_file)
+    buffer = io.StringIO()
+    with create_pipe_input() as pipe:
+        repl = Repl(c, console=Console(file=buffer, width=100), input=pipe,
+                    output=DummyOutput(), history_file=history)
+        driver = Driver(repl, pipe, buffer)
+        driver.type("remember me\r")
+        driver.quit()
+    c2 = controller(tmp_path, model, new_file)
+    with create_pipe_input() as pipe:
+        repl = Repl(c2, console=Console(file=buffer, width=100), input=pipe,
+                    output=DummyOutput(), history_file=history)
+        driver = Driver(repl, pipe, buffer)
+        driver.type("\x1b[A\r")  # Up arrow, then Enter: the line from the last run
+        driver.quit()
+    assert model.calls[-1].messages[-1]["content"] == "remember me"

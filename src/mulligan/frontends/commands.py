@@ -47,7 +47,7 @@ def help_lines() -> list[str]:
     width = max(len(f"/{n} {a}") for n, (a, _) in COMMANDS.items())
     lines = [f"  {f'/{n} {a}'.strip():<{width}}  {d}" for n, (a, d) in COMMANDS.items()]
     return ["Commands:", *lines,
-            "Keys: Enter sends; Alt-Enter (or Ctrl-J) starts a new line. During a run, Enter "
+            "Keys: Enter sends; Alt-Enter starts a new line. During a run, Enter "
             "queues a steering message and Alt-Enter a follow-up; Ctrl-C aborts the run.",
             "Ctrl-C twice at the prompt, or Ctrl-D, quits."]
 

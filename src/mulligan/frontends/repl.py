@@ -1,6 +1,6 @@
 """The interactive REPL: prompt_toolkit for input, rich for output, a Controller underneath.
 
-Keys: Enter sends; Alt-Enter (Escape then Enter) or Ctrl-J starts a new line. A run happens on a
+Keys: Enter sends; Alt-Enter (Escape then Enter) starts a new line. A run happens on a
 worker thread so the prompt stays live: during a run Enter queues a steering message and
 Alt-Enter a follow-up, and Ctrl-C aborts the run (the transcript stays valid: the loop records
 the aborted reply). At the prompt, Ctrl-C clears the line, twice in a row quits; Ctrl-D on an
@@ -92,7 +92,10 @@ class Repl:
     def _bindings(self) -> KeyBindings:
         kb = KeyBindings()
 
+        # Ctrl-J sends too: keys typed before the prompt takes the terminal arrive through the
+        # tty's cooked mode, which turns Enter into Ctrl-J.
         @kb.add("enter")
+        @kb.add("c-j")
         def _send(event: KeyPressEvent) -> None:
             self._ctrl_c = False
             self._kind = "steer"
@@ -106,10 +109,6 @@ class Repl:
                 event.current_buffer.validate_and_handle()
             else:
                 event.current_buffer.insert_text("\n")
-
-        @kb.add("c-j")
-        def _newline(event: KeyPressEvent) -> None:
-            event.current_buffer.insert_text("\n")
 
         @kb.add("c-c")
         def _interrupt(event: KeyPressEvent) -> None:

@@ -1,0 +1,114 @@
+"""The real `mulligan` REPL on a pseudo-terminal: type, go back, quit, reopen with -c and with
+-r, and find the branch point and the same tree."""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import re
+import select
+import subprocess
+import sys
+from pathlib import Path
+
+from mulligan.session import SessionLog
+
+PYTHON = sys.executable
+ANSI = re.compile(rb"\x1b\[[0-9;?]*[A-Za-z]|\x1b[()][A-Z0-9]|\r")
+
+
+class Terminal:
+    """One mulligan process on a pty; `expect` reads until some text has appeared."""
+
+    def __init__(self, tmp_path: Path, *args: str) -> None:
+        env = {**os.environ, "MULLIGAN_HOME": str(tmp_path / "home"), "TERM": "xterm",
+               "COLUMNS": "100", "LINES": "40", "PROMPT_TOOLKIT_NO_CPR": "1"}
+        env.pop("ANTHROPIC_API_KEY", None)
+        env.pop("OPENAI_API_KEY", None)
+        self.fd, child = pty.openpty()
+        os.set_blocking(self.fd, True)
+        self.process = subprocess.Popen([PYTHON, "-m", "mulligan", *args], cwd=tmp_path / "work",
+                                        env=env, stdin=child, stdout=child, stderr=child,
+                                        close_fds=True)
+        os.close(child)
+        self.seen = b""
+
+    def expect(self, text: str, limit: float = 30.0) -> str:
+        needle = text.encode()
+        while needle not in ANSI.sub(b"", self.seen):
+            ready, _, _ = select.select([self.fd], [], [], limit)
+            assert ready, f"no {text!r} in {ANSI.sub(b'', self.seen)[-600:]!r}"
+            try:
+                self.seen += os.read(self.fd, 65536)
+            except OSError:
+                break
+        clean = ANSI.sub(b"", self.seen).decode(errors="replace")
+        assert text in clean, clean[-600:]
+        self.seen = b""
+        return clean
+
+    def type(self, keys: str) -> None:
+        os.write(self.fd, keys.encode())
+
+    def close(self) -> int:
+        try:
+            return self.process.wait(timeout=30)
+        finally:
+            os.close(self.fd)
+
+
+def replies(tmp_path: Path, *texts: str) -> str:
+    path = tmp_path / "replies.json"
+    path.write_text(json.dumps(list(texts)))
+    return f"scripted:{path}"
+
+
+def test_back_then_quit_then_continue_follows_the_branch_point(tmp_path):
+    (tmp_path / "work").mkdir()
+    model = replies(tmp_path, "one", "two", "three")
+    term = Terminal(tmp_path, "--model", model)
+    term.expect("/help for commands")
+    term.type("first\r")
+    term.expect("one")
+    term.type("second\r")
+    term.expect("two")
+    term.type("/back e3\r")
+    term.expect("back at e3")
+    term.type("/quit\r")
+    term.expect("mulligan -c to continue")
+    assert term.close() == 0
+
+    term = Terminal(tmp_path, "-c", "--model", model)
+    term.expect("/help for commands")
+    term.type("/tree all\r")
+    tree = term.expect("◀ tip")
+    assert "e6  ↩ back to e3 ◀ tip" in tree
+    term.type("again\r")
+    term.expect("one")  # the scripted model starts its list again in a new process
+    term.type("/quit\r")
+    assert term.close() == 0
+
+    (file,) = (tmp_path / "home" / "sessions").glob("*/*.jsonl")
+    assert [m["content"] for m in SessionLog(file).replay() if m["role"] == "user"] == [
+        "first", "again"]
+
+
+def test_resume_picks_a_session_from_a_numbered_list(tmp_path):
+    (tmp_path / "work").mkdir()
+    model = replies(tmp_path, "ok")
+    for prompt in ("older session", "newer session"):
+        done = subprocess.run([PYTHON, "-m", "mulligan", "-p", prompt, "--model", model],
+                              cwd=tmp_path / "work", capture_output=True, text=True,
+                              env={**os.environ, "MULLIGAN_HOME": str(tmp_path / "home")})
+        assert done.returncode == 0
+    term = Terminal(tmp_path, "-r", "--model", model)
+    listed = term.expect("number (Enter cancels):")
+    assert listed.index("newer session") < listed.index("older session")
+    term.type("2\r")
+    banner = term.expect("/help for commands")
+    assert "(2 messages)" in banner
+    term.type("/tree\r")
+    assert "you: older session" in term.expect("◀ tip")
+    term.type("/quit\r")
+    assert term.close() == 0
