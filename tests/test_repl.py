@@ -375,6 +375,6 @@ def test_history_is_kept_across_runs(tmp_path, new_file):
         repl = Repl(c2, console=Console(file=buffer, width=100), input=pipe,
                     output=DummyOutput(), history_file=history)
         driver = Driver(repl, pipe, buffer)
-        driver.type("\x1b[A\r")  # Up arrow, then Enter: the line from the last run
+        driver.type("\x1b[A\x1b[A\r")  # Up twice (past "/quit"), then Enter
         driver.quit()
     assert model.calls[-1].messages[-1]["content"] == "remember me"
