@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import json
 import socket
+import sys
 import threading
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -64,6 +65,15 @@ def sse_bytes(event: Event) -> bytes:
     return (head + f"data: {payload}\n\n").encode()
 
 
+class _Quiet(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A client that hangs up (an abort, a timeout) is part of the script, not a failure.
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
+
+
 class ScriptedServer:
     """Start with `with ScriptedServer(script) as server:`; `server.url` is its base URL."""
 
@@ -72,8 +82,7 @@ class ScriptedServer:
         self.requests: list[Received] = []
         self.stopping = threading.Event()
         self._lock = threading.Lock()
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
-        self._httpd.daemon_threads = True
+        self._httpd = _Quiet(("127.0.0.1", 0), _handler_for(self))
         self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.02,),
                                         daemon=True)
         self.url = f"http://127.0.0.1:{self._httpd.server_address[1]}{base_path}"
