@@ -238,3 +238,16 @@ def test_with_nothing_configured_the_embedded_model_is_announced_once_on_stderr(
     assert done.stderr.count("No provider configured: using the embedded "
                              "local/smollm2-135m") == 1
     assert done.returncode == 1 and done.stdout == ""
+
+
+def test_print_mode_reads_the_task_from_stdin_when_it_is_a_dash(tmp_path):
+    done = mulligan(tmp_path, "-p", "-", "--no-session", "--mode", "json",
+                    "--model", script(tmp_path, "ok"), stdin="a task\non two lines\n")
+    first_user = next(json.loads(line) for line in done.stdout.splitlines()
+                      if '"role":"user"' in line)
+    assert first_user["message"]["content"] == "a task\non two lines\n"
+
+
+def test_the_repl_refuses_a_stdin_that_is_not_a_terminal(tmp_path):
+    done = mulligan(tmp_path, "--model", script(tmp_path, "ok"), stdin="hello\n")
+    assert done.returncode == 2 and "use -p" in done.stderr

@@ -117,6 +117,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                                        "with -p")
             return modes.run_print(args, out, err)
         return modes.run_interactive(args, err)
+    except KeyboardInterrupt:
+        print(file=err)
+        return 130
     except BrokenPipeError:
         # `mulligan sessions show ... | head`: the reader has gone; so do we, quietly.
         devnull = os.open(os.devnull, os.O_WRONLY)
