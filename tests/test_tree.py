@@ -97,3 +97,12 @@ def test_each_attempt_that_ends_in_a_message_counts_as_a_branch(tmp_path):
 
 def test_an_empty_session_says_so(tmp_path):
     assert render_tree([], None) == ["(empty session: nothing has been said yet)"]
+
+
+def test_a_folded_line_counts_the_attempts_inside_it(tmp_path):
+    log = regret_session(tmp_path)       # e6..e7 abandoned, e8..e10 current
+    log.branch_to("e6")                  # e11: a second answer to "Do it, then."
+    log.append_message(say("Done differently."))
+    log.branch_to("e10")                 # back to the current attempt's end
+    lines = drawn(log.entries(), log.tip(), width=100)
+    assert "├─ … 4 entries on 2 abandoned attempts (e6..e12)" in lines

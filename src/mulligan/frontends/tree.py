@@ -14,7 +14,13 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from mulligan.session.branches import children_of, labels_of, path_ids, subtree_ids
+from mulligan.session.branches import (
+    children_of,
+    labels_of,
+    message_leaves,
+    path_ids,
+    subtree_ids,
+)
 
 TIP_MARK = " ◀ tip"
 
@@ -90,7 +96,10 @@ def render_tree(
         span = f"{ids[0]}..{ids[-1]}" if len(ids) > 1 else ids[0]
         names = [labels[i] for i in ids if i in labels]
         noun = "entry" if len(ids) == 1 else "entries"
-        text = f"… {len(ids)} {noun} on an abandoned attempt ({span})"
+        inside = set(ids)
+        attempts = len(message_leaves([e for e in entries if e["id"] in inside])) or 1
+        where = "an abandoned attempt" if attempts == 1 else f"{attempts} abandoned attempts"
+        text = f"… {len(ids)} {noun} on {where} ({span})"
         if names:
             text += " [" + ", ".join(names) + "]"
         return prefix + _cut(text, width - len(prefix))
