@@ -44,8 +44,8 @@ def describe(entry: Mapping[str, Any]) -> str:
             elif block.get("type") == "toolCall":
                 parts.append(f"{block.get('name')}({_brief_args(block.get('arguments') or {})})")
         if message.get("stop_reason") in ("error", "aborted"):
-            why = _flat(message.get("error_message", ""))
-            parts.append(f"[{message.get('stop_reason')}: {why}]")
+            reason, why = message.get("stop_reason"), _flat(message.get("error_message", ""))
+            parts.append(f"[{reason}: {why}]" if why and why != reason else f"[{reason}]")
         return "ai: " + (" ".join(parts) if parts else "(empty)")
     if kind == "branch":
         return f"↩ back to {entry.get('parent_id')}"
