@@ -129,6 +129,19 @@ def test_abort_stops_the_stream_and_keeps_the_text_so_far(model: LocalModel) -> 
     assert text_of(message)
 
 
+def test_asking_for_the_same_call_right_after_its_result_stops_the_run_with_an_error(
+        model: LocalModel) -> None:
+    question = user_message("What does notes.txt say?")
+    first = model.complete(LOCAL_PROMPT, [question], [READ_SPEC])
+    [call] = tool_calls(first)
+    failed = {"role": "toolResult", "tool_call_id": call["id"], "tool_name": "read",
+              "content": "[Errno 2] notes.txt not found", "is_error": True}
+    # SmolLM2 answers a failed read by asking for the very same read again.
+    message = model.complete(LOCAL_PROMPT, [question, first, failed], [READ_SPEC])
+    assert message["stop_reason"] == "error"
+    assert "asked for the same call again (read" in message["error_message"]
+
+
 def test_a_file_that_is_not_a_gguf_model_becomes_an_error_message(tmp_path: Path) -> None:
     bad = tmp_path / "broken.gguf"
     bad.write_bytes(b"not a model" * 100)

@@ -18,6 +18,7 @@ named errors, because it happens before any run starts.
 from __future__ import annotations
 
 import importlib.util
+import json
 import re
 import threading
 from collections.abc import Iterator, Mapping
@@ -179,7 +180,7 @@ class LocalModel:
                abort: threading.Event | None = None) -> Iterator[StreamDelta]:
         """Deltas of one reply, then exactly one {"type": "done", "message"}. Never raises;
         on abort the done message has stop_reason "aborted" and keeps the answer text so far."""
-        turn = _Turn(self, next_call_id(messages))
+        turn = _Turn(self, next_call_id(messages), _last_calls(messages))
         try:
             yield from turn.run(system, messages, tools, abort)
         except Exception as exc:  # the provider boundary: a failure is a message
@@ -207,12 +208,26 @@ def next_call_id(messages: list[Message]) -> str:
     return f"call_{highest + 1}"
 
 
+def _last_calls(messages: list[Message]) -> list[tuple[str, str]]:
+    """(name, arguments as canonical JSON) of the tool calls in the latest assistant reply,
+    when only tool results follow it (a user message after it makes a repeat legitimate)."""
+    for message in reversed(messages):
+        if message["role"] == "user":
+            return []
+        if message["role"] == "assistant":
+            return [(b["name"], json.dumps(b["arguments"], sort_keys=True))
+                    for b in message["content"] if b["type"] == "toolCall"]
+    return []
+
+
 class _Turn:
     """One request's state: the scanner over the reply, the chunks seen, the finish."""
 
-    def __init__(self, model: LocalModel, call_id: str) -> None:
+    def __init__(self, model: LocalModel, call_id: str,
+                 previous_calls: list[tuple[str, str]]) -> None:
         self.model = model
         self.scanner = ReplyScanner(call_id)
+        self.previous_calls = previous_calls
         self.text = ""
         self.constrained = False
 
@@ -272,6 +287,7 @@ class _Turn:
         if self.constrained:
             message = parse_reply(self.text, finish, call_id=self.scanner.call_id,
                                   max_tokens=limit, scanner=self.scanner)
+            message = self._refuse_repeat(message)
         elif finish == "length":
             message = assistant_message(
                 self.partial(), "length",
@@ -285,6 +301,19 @@ class _Turn:
                                 "output": int(timings.get("predicted_n", 0)),
                                 "cache_read": cached}
         return self._stamp(message)
+
+    def _refuse_repeat(self, message: AssistantMessage) -> AssistantMessage:
+        """A small model that got a result and asks for the very same call again is in a loop
+        (seen: SmolLM2 rewriting one file 30 times); stop the run rather than feed it."""
+        calls = [(b["name"], json.dumps(b["arguments"], sort_keys=True))
+                 for b in message["content"] if b["type"] == "toolCall"]
+        if not calls or calls != self.previous_calls:
+            return message
+        name, arguments = calls[0]
+        return error_message(
+            f"the local model asked for the same call again ({name} {arguments}) instead of "
+            "answering; stopped to avoid a loop. Small models do this: rephrase the request, "
+            "or use a larger GGUF model (see docs/local.md)")
 
     def _explain(self, error: dict[str, Any]) -> str:
         if error.get("type") == "exceed_context_size_error":

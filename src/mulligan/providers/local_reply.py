@@ -70,7 +70,7 @@ def _argument_summary(parameters: dict[str, Any]) -> str:
 
 def _first_sentence(text: str, limit: int = 120) -> str:
     line = text.strip().split("\n", 1)[0]
-    match = re.match(r"(.+?[.!?])(\s|$)", line)
+    match = re.match(r"(.+?[.!?])(\s+[A-Z]|$)", line)
     short = match.group(1) if match else line
     return short if len(short) <= limit else short[: limit - 3] + "..."
 
