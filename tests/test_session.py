@@ -467,3 +467,10 @@ def test_a_file_deleted_under_a_live_log_reads_as_not_started(tmp_path: Path) ->
     (tmp_path / "session.jsonl").unlink()
     assert log.tip() is None and log.replay() == []
     assert log.append_message(user("fresh")) == "e1"
+
+
+def test_a_missing_folder_is_the_callers_to_create_and_nothing_is_made(tmp_path: Path) -> None:
+    log = SessionLog(tmp_path / "not-yet" / "session.jsonl")
+    with pytest.raises(FileNotFoundError):
+        log.append_message(user("hi"))
+    assert not (tmp_path / "not-yet").exists()

@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mulligan.session import SessionError, SessionLog
-from mulligan.session.maintenance import check
+from mulligan.session.maintenance import check, repair
 
 
 def reference(data: bytes) -> list[Any] | None:
@@ -152,6 +152,26 @@ def test_a_damaged_file_gives_a_named_refusal_or_the_correct_transcript(
         assert outcome(SessionLog(file)) == expected
         if expected is None:
             assert not check(file).ok  # whatever refuses the file, check names it too
+
+
+@FUZZ
+@given(plan=steps, harm=damage)
+def test_repair_of_a_damaged_file_never_loses_a_byte(
+        plan: list[tuple[Any, ...]], harm: list[tuple[Any, ...]]) -> None:
+    with tempfile.TemporaryDirectory() as folder:
+        file = Path(folder) / "session.jsonl"
+        write_session(file, plan)
+        data = damaged(file.read_bytes(), harm)
+        file.write_bytes(data)
+        report = repair(file)
+        kept = file.read_bytes()
+        if report.moved_to is None:
+            assert kept == data and data.endswith(b"\n") or not data
+        else:
+            assert kept + Path(report.moved_to).read_bytes() == data
+            assert kept == b"" or kept.endswith(b"\n")
+        if report.ok:
+            assert outcome(SessionLog(file)) == reference(kept) is not None
 
 
 @FUZZ
