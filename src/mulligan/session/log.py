@@ -18,7 +18,7 @@ from __future__ import annotations
 import fcntl
 import os
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
@@ -26,7 +26,7 @@ from typing import Any
 import orjson
 
 from mulligan.messages import Message
-from mulligan.session.errors import BadEntry, DuplicateId, SessionError, TornLine
+from mulligan.session.errors import BadEntry, DuplicateId, SessionError, TornLine, UnknownEntry
 from mulligan.session.tree import Entry, Index
 
 # Keys every entry has; metadata passed by callers may not replace them.
@@ -138,25 +138,18 @@ class SessionLog:
     def append_message(self, message: Message, **meta: Any) -> str:
         """Append one message; its parent is the tip. Extra keyword arguments are stored on
         the entry as metadata (never sent to the model). Returns the new entry's id."""
-        _check_meta(meta, "message")
-        return self._append(lambda: {"type": "message", "message": message, **meta})
+        _check_meta(meta)
+        return self._append("message", {"message": message, **meta})
 
     def branch_to(self, entry_id: str) -> str:
         """Go back to `entry_id`: append one `branch` entry whose parent is it, so what comes
         next hangs off it. The attempt left behind stays in the file. Unknown id: UnknownEntry
         naming it, raised before anything is written (also when there is no file)."""
-        with self._mutex:
-            self._refresh()
-            self._index.position(entry_id)  # fail fast, before a file is created
-            return self._append(lambda: {}, type_="branch", parent=entry_id)
+        return self._append("branch", {}, parent=entry_id)
 
     def append_label(self, target_id: str, label: str) -> str:
-        """Append a label naming `target_id` (which must exist)."""
-        with self._mutex:
-            self._refresh()
-            self._index.position(target_id)
-            return self._append(lambda: {"type": "label", "target_id": target_id,
-                                         "label": label}, needs=target_id)
+        """Append a label naming `target_id`; UnknownEntry, nothing written, if it is absent."""
+        return self._append("label", {"target_id": target_id, "label": label}, needs=target_id)
 
     def append_session_info(self, **fields: Any) -> str:
         """Append facts about the session: name, cwd, created, model, origin_file, ..."""
@@ -172,53 +165,52 @@ class SessionLog:
         have their own methods, which keep their rules."""
         if type in ("message", "branch"):
             raise ValueError(f"use append_message/branch_to for a {type!r} entry")
-        _check_meta(fields, type)
-        return self._append(lambda: {"type": type, **fields})
+        _check_meta(fields)
+        return self._append(type, fields)
 
-    def _append(
-        self,
-        body: Callable[[], dict[str, Any]],
-        *,
-        type_: str | None = None,
-        parent: str | None = None,
-        needs: str | None = None,
-    ) -> str:
+    def _append(self, type_: str, fields: dict[str, Any], *, parent: str | None = None,
+                needs: str | None = None) -> str:
         """Write one entry while holding the exclusive lock: catch up with the file, work out
-        the id (line number) and the parent (the tip, or `parent`), check, then write."""
+        the id (line number) and the parent (the tip, or `parent`), check, then write.
+        `parent` / `needs` name an entry that must exist: checked first without creating the
+        file, then again under the lock."""
         must_exist = parent or needs
-        with self._mutex, self._open(write=True, create=must_exist is None) as opened:
-            if opened is None:  # the file was deleted since we checked `parent`
-                self._reset()
-                self._index.position(must_exist)
-                raise AssertionError("unreachable")  # pragma: no cover
-            fd, created = opened
-            self._catch_up(fd)
-            index = self._index
+        with self._mutex:
             if must_exist is not None:
-                index.position(must_exist)
-            number = len(index.entries) + 1
-            new_id = f"e{number}"
-            if new_id in index.by_id:
-                raise DuplicateId(
-                    f"the next line would take the id {new_id}, which line "
-                    f"{index.by_id[new_id] + 1} already has (ids are 'e' + line number)",
-                    file=self._name, line=number, entry_id=new_id)
-            fields = body()
-            entry = {"id": new_id, "type": type_ or fields.pop("type"),
-                     "parent_id": parent if parent is not None else index.tip(),
-                     "timestamp": timestamp(), **fields}
-            line = orjson.dumps(entry) + b"\n"  # TypeError here: nothing written
-            _write_all(fd, line)
-            if self.fsync:
-                os.fsync(fd)
-                if created:
-                    _fsync_folder(self._name)
-            # Parse our own bytes back: the entry we keep is exactly what a reader gets, and
-            # the caller's message dict may change later without changing the log.
-            index.add_entry(orjson.loads(line[:-1]), number)
-            self._size += len(line)
-            self._tail = line[-_TAIL_WINDOW:]
-            return new_id
+                self._refresh()
+                self._index.position(must_exist)  # fail fast: no file is created for nothing
+            with self._open(write=True, create=must_exist is None) as opened:
+                if opened is None:  # deleted since the check above
+                    self._reset()
+                    raise UnknownEntry(f"no entry has the id {must_exist!r}",
+                                       file=self._name, entry_id=must_exist)
+                fd, created = opened
+                self._catch_up(fd)
+                index = self._index
+                if must_exist is not None:
+                    index.position(must_exist)
+                number = len(index.entries) + 1
+                new_id = f"e{number}"
+                if new_id in index.by_id:
+                    raise DuplicateId(
+                        f"the next line would take the id {new_id}, which line "
+                        f"{index.by_id[new_id] + 1} already has (ids are 'e' + line number)",
+                        file=self._name, line=number, entry_id=new_id)
+                entry = {"id": new_id, "type": type_,
+                         "parent_id": parent if parent is not None else index.tip(),
+                         "timestamp": timestamp(), **fields}
+                line = orjson.dumps(entry) + b"\n"  # TypeError here: nothing written
+                _write_all(fd, line)
+                if self.fsync:
+                    os.fsync(fd)
+                    if created:
+                        _fsync_folder(self._name)
+                # Parse our own bytes back: the entry kept is exactly what a reader gets, and
+                # the caller's message dict may change later without changing the log.
+                index.add_entry(orjson.loads(line[:-1]), number)
+                self._size += len(line)
+                self._tail = line[-_TAIL_WINDOW:]
+                return new_id
 
     # ---- the file ------------------------------------------------------------------------
 
@@ -326,7 +318,7 @@ def _complete_lines(data: bytes, count: int) -> int:
     return used
 
 
-def _check_meta(meta: dict[str, Any], type_: str) -> None:
+def _check_meta(meta: dict[str, Any]) -> None:
     clash = RESERVED.intersection(meta)
     if clash:
         raise ValueError(f"entry keys {sorted(clash)} are the log's own and cannot be set")
