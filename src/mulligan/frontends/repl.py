@@ -13,6 +13,7 @@ This layer only moves text between the terminal and the Controller (see
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 from collections.abc import Iterable
 from pathlib import Path
@@ -71,6 +72,7 @@ class Repl:
         self._kind = "steer"
         self._fill: str | None = None
         self._worker: threading.Thread | None = None
+        self._event_loop: asyncio.AbstractEventLoop | None = None
         self._idle = threading.Condition()
         self.idle_count = 0          # how many times the REPL has come to rest; for tests
         history: History = InMemoryHistory()
@@ -169,7 +171,22 @@ class Repl:
         with patch_stdout(raw=True):
             return await self._loop()
 
+    def _redraw_soon(self) -> None:
+        """From the worker thread: ask the prompt's event loop to redraw (the "…" prompt turns
+        back into "›"). Invalidate is not thread-safe; call_soon_threadsafe is."""
+        loop = self._event_loop
+        if loop is None or loop.is_closed():
+            return
+
+        def redraw() -> None:
+            if self.session.app.is_running:
+                self.session.app.invalidate()
+
+        with contextlib.suppress(RuntimeError):  # the loop closed between check and call
+            loop.call_soon_threadsafe(redraw)
+
     async def _loop(self) -> int:
+        self._event_loop = asyncio.get_running_loop()
         self._mark_idle()
         while True:
             fill, self._fill = self._fill, None
@@ -214,9 +231,7 @@ class Repl:
             finally:
                 renderer.finish()
                 self._mark_idle()
-                app = self.session.app
-                if app.is_running:
-                    app.invalidate()
+                self._redraw_soon()
 
         self._worker = threading.Thread(target=work, name="mulligan-run", daemon=True)
         self._worker.start()
