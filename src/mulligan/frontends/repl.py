@@ -203,12 +203,12 @@ class Repl:
             if stripped.startswith("/"):
                 if not await self._command(stripped):
                     return 0
+                if not self.controller.is_running:
+                    self._mark_idle()
             elif self.controller.is_running:
                 self._queue(stripped)
             else:
-                self._start_run(text)
-            if not self.controller.is_running:
-                self._mark_idle()
+                self._start_run(text)  # the worker marks the REPL idle when the run ends
 
     def _queue(self, text: str) -> None:
         if self._kind == "follow_up":
