@@ -2,9 +2,9 @@
 
 In: a file path. Out: entries, the tip, the transcript. Every write is one line appended, in a
 single write() on an O_APPEND descriptor, while an exclusive flock is held on the file; every
-read holds a shared flock, so a reader never sees half of another writer's line. Never: rewrite,
-reorder or truncate a line; append after a torn or unreadable line; re-read bytes it has
-already parsed, unless the file was replaced or shrank.
+read holds a shared flock while it reads bytes, so a reader never sees half of another writer's
+line. Never: rewrite, reorder or truncate a line; append after a torn or unreadable line;
+re-read bytes it has already accepted, unless the file is not the one it parsed (below).
 
 The log remembers what it has parsed (an `Index`) and, on every call, reads only the bytes
 appended since -- by itself or by any other writer. It notices a file that was replaced (device

@@ -1,10 +1,10 @@
 """The tree in memory: entries in file order, an id -> position dict, and the walk.
 
-`Index` is what a `SessionLog` keeps between calls. It is fed complete lines (bytes without
-their newline) in file order and never re-parses a line it has accepted. Walks are validated
-once: each entry whose chain up to the root has been checked remembers its parent's position,
-so after one full walk, appending an entry costs one more step of validation, and rows() from
-the tip is a list lookup per step.
+`Index` is what a `SessionLog` keeps between calls. It is fed the bytes of complete lines in
+file order and never re-parses a line it has accepted. Each entry's parent is looked up in the
+id dict once, when its line is read, and remembered as a position; so accepting one more entry
+costs one dict lookup, and a walk from the tip is a list lookup per step that checks, at every
+step, what the format refuses (no parent key, a missing parent, a circle).
 
 `path(entries, leaf_id)` is the same walk over a plain list of dicts, for callers holding
 entries from elsewhere. Nothing here does I/O; every refusal is a named `SessionError`.
