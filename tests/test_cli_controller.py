@@ -1,0 +1,94 @@
+"""The Controller the REPL drives: lazy session files, refusals by name, going back."""
+
+from __future__ import annotations
+
+import pytest
+
+from mulligan.app import Controller, Refused
+from mulligan.session import SessionLog
+from mulligan.session.store import new_session_path
+from mulligan.testing import ScriptedModel, say
+
+
+def make(tmp_path, replies=(), *, saved=True) -> Controller:
+    work = tmp_path / "work"
+    work.mkdir(exist_ok=True)
+    model = ScriptedModel(list(replies))
+    model.name = "scripted/test"
+    file = new_session_path(tmp_path / "home", work) if saved else None
+    return Controller(model=model, tools=[], cwd=work, home=tmp_path / "home",
+                      session_file=file)
+
+
+def test_a_name_given_before_the_first_message_goes_into_session_info(tmp_path):
+    c = make(tmp_path, [say("ok")])
+    c.name("caching")
+    assert not c.session_file.exists()
+    list(c.run_prompt("hi"))
+    first = SessionLog(c.session_file).entries()[0]
+    assert (first["type"], first["name"], first["model"]) == ("session_info", "caching",
+                                                              "scripted/test")
+
+
+@pytest.mark.parametrize("command", ["tree", "back", "edit", "label", "fork"])
+def test_commands_needing_the_file_are_refused_before_the_first_message(tmp_path, command):
+    c = make(tmp_path)
+    calls = {"tree": lambda: c.tree_lines(), "back": lambda: c.back("e1"),
+             "edit": lambda: c.edit(), "label": lambda: c.label("e1", "x"),
+             "fork": lambda: c.fork()}
+    with pytest.raises(Refused, match="no messages yet"):
+        calls[command]()
+    assert not c.session_file.parent.exists()
+
+
+def test_without_a_session_nothing_is_saved_and_tree_is_refused(tmp_path):
+    c = make(tmp_path, [say("ok")], saved=False)
+    list(c.run_prompt("hi"))
+    with pytest.raises(Refused, match="--no-session"):
+        c.tree_lines()
+    assert not (tmp_path / "home").exists()
+
+
+def test_going_back_rebuilds_the_transcript_from_the_file(tmp_path):
+    c = make(tmp_path, [say("one"), say("two"), say("three")])
+    list(c.run_prompt("first"))
+    list(c.run_prompt("second"))
+    c.back("e3")
+    assert [m["role"] for m in c.harness.messages] == ["user", "assistant"]
+    list(c.run_prompt("third"))
+    assert c.harness.messages == tuple(SessionLog(c.session_file).replay())
+
+
+def test_edit_of_something_that_is_not_your_message_is_refused_by_name(tmp_path):
+    c = make(tmp_path, [say("one")])
+    list(c.run_prompt("first"))
+    with pytest.raises(Refused, match="e3 is not one of your messages"):
+        c.edit("e3")
+
+
+def test_back_to_an_unknown_entry_names_it_and_writes_nothing(tmp_path):
+    c = make(tmp_path, [say("one")])
+    list(c.run_prompt("first"))
+    size = c.session_file.stat().st_size
+    with pytest.raises(ValueError, match="e42"):
+        c.back("e42")
+    assert c.session_file.stat().st_size == size
+
+
+def test_back_is_refused_while_a_run_is_going_on(tmp_path):
+    c = make(tmp_path, [say("one"), say("two")])
+    list(c.run_prompt("first"))
+    run = c.run_prompt("second")
+    with pytest.raises(Refused, match="while a run is going on"):
+        c.back("e2")
+    list(run)
+
+
+def test_fork_copies_the_branch_into_a_new_file_and_moves_the_lease(tmp_path):
+    c = make(tmp_path, [say("one")])
+    list(c.run_prompt("first"))
+    old = c.session_file
+    new = c.fork()
+    assert new != old and c.session_file == new and c.lease.session == new
+    assert not old.with_name(old.name + ".lease").exists()
+    assert SessionLog(new).replay() == SessionLog(old).replay()
