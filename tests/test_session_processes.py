@@ -101,3 +101,25 @@ def test_a_writer_killed_mid_append_leaves_at_most_one_torn_line_which_repair_se
     complete = before[:cut].count(b"\n")
     assert log.append_message({"role": "user", "content": "after the repair"}) == \
         f"e{complete + 1}"
+
+
+BIG_WRITER = """
+import sys
+from mulligan.session import SessionLog
+log = SessionLog(sys.argv[1], fsync=False)
+for n in range(200):
+    log.append_message({"role": "user", "content": f"{n} " + "z" * 300_000})
+"""
+
+
+def test_a_reader_never_sees_half_of_a_line_another_process_is_writing(tmp_path: Path) -> None:
+    file = tmp_path / "session.jsonl"
+    SessionLog(file).append_message({"role": "user", "content": "first"})
+    child = subprocess.Popen([sys.executable, "-c", BIG_WRITER, str(file)])
+    reader = SessionLog(file)
+    seen = []
+    while child.poll() is None:
+        seen.append(len(reader.replay()))  # a TornLine here would fail the test
+    assert child.wait() == 0
+    assert seen == sorted(seen)
+    assert len(reader.replay()) == 201
