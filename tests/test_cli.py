@@ -251,3 +251,20 @@ def test_print_mode_reads_the_task_from_stdin_when_it_is_a_dash(tmp_path):
 def test_the_repl_refuses_a_stdin_that_is_not_a_terminal(tmp_path):
     done = mulligan(tmp_path, "--model", script(tmp_path, "ok"), stdin="hello\n")
     assert done.returncode == 2 and "use -p" in done.stderr
+
+
+def test_sessions_ls_says_which_session_is_in_use_and_by_whom(tmp_path, two_attempts):
+    holder = subprocess.Popen(
+        [PYTHON, "-c",
+         "import sys; from mulligan.session.lease import acquire;"
+         f"acquire(__import__('pathlib').Path({str(two_attempts)!r})); print('held', flush=True);"
+         "sys.stdin.read()"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        listed = mulligan(tmp_path, "sessions", "ls").stdout
+        assert f"(in use by pid {holder.pid})" in listed
+    finally:
+        holder.stdin.close()
+        holder.wait()
+    assert "in use" not in mulligan(tmp_path, "sessions", "ls").stdout

@@ -55,6 +55,8 @@ def help_lines() -> list[str]:
 def format_sessions(found: Sequence[SessionSummary], *, numbered: bool = False,
                     show_folder: bool = False) -> list[str]:
     """One line per session: name (or first words), entries, branches, last activity, file."""
+    from mulligan.session.lease import is_free, read_holder
+
     if not found:
         return ["(no sessions yet)"]
     lines = []
@@ -66,6 +68,8 @@ def format_sessions(found: Sequence[SessionSummary], *, numbered: bool = False,
             continue
         title = s.name or (s.first_message[:40] + ("…" if len(s.first_message) > 40 else ""))
         folder = f"  [{s.cwd}]" if show_folder and s.cwd else ""
+        if not is_free(s.path):
+            folder += f"  (in use by pid {(read_holder(s.path) or {}).get('pid', '?')})"
         lines.append(f"{lead}{when}  {s.entries:>4} entries  {s.branches:>2} branch"
                      f"{'es' if s.branches != 1 else '  '}  {title or '(untitled)'}{folder}"
                      f"\n{' ' * len(lead)}      {s.path}")
