@@ -35,8 +35,8 @@ def test_check_on_a_sound_file_counts_entries_and_branches_and_names_the_tip(
         tmp_path: Path) -> None:
     report = check(sound(tmp_path))
     assert report.ok and report.problems == []
-    assert (report.entries, report.branches, report.tip) == (5, 1, "e5")
-    assert "5 entries, 1 branches, tip e5" in report.format()
+    assert (report.entries, report.branches, report.went_back, report.tip) == (5, 2, 1, "e5")
+    assert "5 entries, 2 branches (went back 1 time), tip e5" in report.format()
 
 
 def test_check_reports_every_problem_with_its_line_and_entry_not_just_the_first(

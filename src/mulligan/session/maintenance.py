@@ -23,6 +23,7 @@ from typing import Any
 
 import orjson
 
+from mulligan.session.branches import message_leaves
 from mulligan.session.errors import (
     NotAnObject,
     NotOldFormat,
@@ -42,7 +43,8 @@ class CheckReport:
     file: str
     problems: list[str] = field(default_factory=list)
     entries: int = 0
-    branches: int = 0
+    branches: int = 0  # attempts: message entries no later message follows
+    went_back: int = 0  # branch lines: the times the session went back
     tip: str | None = None
 
     @property
@@ -50,8 +52,9 @@ class CheckReport:
         return not self.problems
 
     def format(self) -> str:
-        head = (f"{self.file}: {self.entries} entries, {self.branches} branches, "
-                f"tip {self.tip or '(none)'}")
+        head = (f"{self.file}: {self.entries} entries, {self.branches} "
+                f"branch{'es' if self.branches != 1 else ''} (went back {self.went_back} "
+                f"time{'s' if self.went_back != 1 else ''}), tip {self.tip or '(none)'}")
         if self.ok:
             return f"{head}\nok"
         lines = [head, f"{len(self.problems)} problem(s):"]
@@ -151,7 +154,9 @@ def check(file: str | os.PathLike[str]) -> CheckReport:
         problems.append(f"line {len(lines) + 1}: torn write: the last line has no newline "
                         f"({len(torn)} bytes); `mulligan session repair` sets it aside")
     report.entries = len(entries)
-    report.branches = sum(1 for _, entry in entries if entry.get("type") == "branch")
+    # "branches" means what `mulligan sessions ls` means by it: the attempts the file holds
+    report.branches = len(message_leaves([entry for _, entry in entries]))
+    report.went_back = sum(1 for _, entry in entries if entry.get("type") == "branch")
     report.tip = last_id
     problems.extend(_tree_problems(entries, line_of))
     problems.sort(key=_first_line)  # in file order, for a person going down the file
