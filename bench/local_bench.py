@@ -12,8 +12,9 @@ processes on the machine falls on both alike), reporting medians:
   is `LocalModel.stream` (worker thread, queue, deltas); directly it is
   `xllamacpp.Server.handle_chat_completions` with a streaming callback, sent the very body
   Mulligan builds (`LocalModel.request`).
-- tool call: the same with Mulligan's seven coding tools, so the reply is constrained by the
-  JSON-schema grammar and parsed into a toolCall block; compared end to end (wall time).
+- tool call: the same with Mulligan's coding tools (those the model is offered: read-only ones
+  for the bundled model), so the reply is constrained by the JSON-schema grammar and parsed
+  into a toolCall block; compared end to end (wall time).
 
 Every request starts with a fresh nonce, so llama.cpp's prompt cache cannot make one path
 look faster than the other. The token counts are llama.cpp's own (its `timings`). The
@@ -29,6 +30,7 @@ import argparse
 import statistics
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from importlib import resources
@@ -97,7 +99,8 @@ def _via_mulligan(model: LocalModel, system: str, messages: list[Message],
     start = time.perf_counter()
     first = None
     final: Any = None
-    for delta in model.stream(system, messages, tools):
+    # With an abort event, as the agent loop calls it (the consumer then also watches it).
+    for delta in model.stream(system, messages, tools, abort=threading.Event()):
         if delta["type"] == "done":
             final = delta["message"]
         elif first is None:
@@ -195,7 +198,8 @@ def main(argv: list[str] | None = None) -> int:
         specs = tool_specs(coding_tools(folder))
         answer = _report("answer (plain text, no tools)",
                          _scenario(model, engine, QUESTION, [], args.rounds))
-        tool = _report("tool call (7 coding tools, JSON-schema grammar)",
+        tool = _report(f"tool call ({len(model.offered(specs))} coding tools offered, "
+                       "JSON-schema grammar)",
                        _scenario(model, engine, TOOL_QUESTION, specs, args.rounds))
     worst = max(answer, tool)
     print(f"\ntarget: Mulligan within 5% of the direct call -> "

@@ -114,7 +114,9 @@ def run_chat(engine: Any, request: dict[str, Any],
     try:
         while True:
             try:
-                item = chunks.get(timeout=0.05)
+                # Wakes only to look at `abort` while the engine reads the prompt; rarely, so
+                # as not to take CPU from llama.cpp's threads.
+                item = chunks.get(timeout=0.2) if abort is not None else chunks.get()
             except queue.Empty:
                 if abort is not None and abort.is_set():
                     return
