@@ -121,7 +121,7 @@ def run_chat(engine: Any, request: dict[str, Any],
                 if abort is not None and abort.is_set():
                     return
                 continue
-            if item is _END:
+            if item is _END or (abort is not None and abort.is_set()):
                 return
             yield item
     finally:
