@@ -18,6 +18,8 @@ from typing import Any
 
 import jsonschema
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from mulligan.messages import text_of, tool_calls, user_message
 from mulligan.providers.local import (
@@ -260,6 +262,20 @@ def test_the_scanner_streams_an_answers_decoded_text_piece_by_piece() -> None:
     deltas = [d for ch in raw for d in scanner.feed(ch)]
     assert all(d["type"] == "text" for d in deltas)
     assert "".join(d["delta"] for d in deltas) == answer
+
+
+@given(answer=st.text(), ascii_only=st.booleans(), cuts=st.lists(st.integers(1, 7)))
+def test_the_scanner_recovers_any_answer_however_the_reply_is_cut(
+        answer: str, ascii_only: bool, cuts: list[int]) -> None:
+    raw = json.dumps({"answer": answer}, ensure_ascii=ascii_only)
+    scanner = ReplyScanner("call_1")
+    pieces, start = [], 0
+    for size in [*cuts, len(raw)]:
+        pieces.append(raw[start:start + size])
+        start += size
+    pieces.append(raw[start:])
+    streamed = "".join(d["delta"] for p in pieces for d in scanner.feed(p))
+    assert streamed == answer
 
 
 def test_the_scanner_streams_a_tool_calls_arguments_as_json_fragments() -> None:
