@@ -43,6 +43,15 @@ def test_the_first_request_carries_the_cwd_and_the_project_instructions(tmp_path
     assert "You are Mulligan" in system
 
 
+def test_a_compact_model_is_not_told_the_absolute_working_folder(tmp_path):
+    class Small:
+        compact_prompt = True
+
+    text = system_prompt(Small(), repo(tmp_path))
+    assert "Working folder" not in text and "Use tabs." in text
+    assert '"tool": "read"' in text  # the compact base text, not the hosted one
+
+
 def test_a_system_prompt_file_replaces_the_base_text_only(tmp_path):
     base = tmp_path / "base.md"
     base.write_text("You are terse.")

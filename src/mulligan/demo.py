@@ -2,7 +2,7 @@
 
 Copies ``examples/demo-project`` to a temporary folder, asks the agent a question there (it
 may use real tools; its answer is streamed live), goes back to before that question with
-``/edit`` -- one new line in the session file, nothing removed -- asks it another way, and prints
+``/edit`` -- one new line in the session file, nothing removed -- asks another, and prints
 the session tree and the path of the session file. Everything goes through the same
 `Controller` the REPL drives; this module only stages the inputs and prints what happens.
 """
@@ -20,7 +20,7 @@ from rich.console import Console
 
 DEMO_MODEL = "local/smollm2-135m"
 FIRST = "What does greet.py print?"
-SECOND = "Read greet.py and tell me what it prints."
+SECOND = "What is the secret word in notes.txt?"
 
 
 def demo_project() -> Path:
@@ -37,6 +37,7 @@ def main(argv: list[str] | None = None) -> int:
     from mulligan.app import Controller, resolve
     from mulligan.frontends.live import LiveRenderer
     from mulligan.session.store import new_session_path
+    from mulligan.testing import shape
     from mulligan.tools import coding_tools
 
     console = Console(highlight=False)
@@ -62,12 +63,15 @@ def main(argv: list[str] | None = None) -> int:
                             session_file=new_session_path(home, work), max_turns=6)
     try:
         ask(controller, FIRST)
-        say("\nNot the answer you wanted? Go back to before the question and ask it another way:")
+        say("\nTake that question back: go to just before it and ask something else. The model "
+            "will be sent only the new branch; the first attempt stays in the file.")
         say("› /edit", "bold green")
         controller.edit()
-        say(f"  went back: the session tip is now {controller.tip()}, a branch line; "
-            "the first attempt stays in the file")
+        say(f"  went back: the session's tip is now {controller.tip()}, a branch line")
         second_ok = ask(controller, SECOND)
+        sent = controller.harness.messages
+        say(f"\nthe transcript the model is sent now: {shape(sent)} ({len(sent)} messages); "
+            f"the file holds {len(controller.entries())} lines, both attempts")
         say("\n› /tree all", "bold green")
         for line in controller.tree_lines(fold=False, width=console.width):
             console.print(line, markup=False, highlight=False, soft_wrap=True)
@@ -75,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         controller.close()
     say(f"\nsession file: {session_file}", "bold")
-    say(f"look again with: MULLIGAN_HOME={home} mulligan sessions tree {session_file}")
+    say(f"look again with: .venv/bin/mulligan sessions tree {session_file}")
     say(f"(the folder {scratch} is left for you to look at; delete it when done)")
     return 0 if second_ok else 1
 

@@ -36,10 +36,15 @@ def instruction_files(cwd: Path) -> list[Path]:
 
 def system_prompt(model: Any, cwd: Path, *, base_file: Path | None = None) -> str:
     """The whole system prompt for `model` working in `cwd`. `base_file` replaces the packaged
-    base text (--system-prompt-file); the working folder and AGENTS.md are added either way."""
+    base text (--system-prompt-file); AGENTS.md is added either way, and the working folder
+    for every model but a compact (small local) one."""
     compact = bool(getattr(model, "compact_prompt", False))
     base = Path(base_file).read_text(encoding="utf-8") if base_file else base_prompt(compact)
-    parts = [base.rstrip(), f"Working folder: {Path(cwd).resolve()}"]
+    parts = [base.rstrip()]
+    if not compact:
+        # A small local model reads an absolute path as noise: it changes with every folder,
+        # and at temperature 0 that alone changes which file the model decides to open.
+        parts.append(f"Working folder: {Path(cwd).resolve()}")
     for found in instruction_files(cwd):
         text = found.read_text(encoding="utf-8", errors="replace").strip()
         if text:
