@@ -335,7 +335,7 @@ class _Turn:
         return error_message(
             f"the local model asked for the same call again ({name} {arguments}) instead of "
             "answering; stopped to avoid a loop. Small models do this: rephrase the request, "
-            "or use a larger GGUF model (see docs/local.md)")
+            "or use a larger GGUF model (see 'Offline: the embedded local model' in README.md)")
 
     def _explain(self, error: dict[str, Any]) -> str:
         if error.get("type") == "exceed_context_size_error":
