@@ -17,8 +17,7 @@ Shapes, ours <-> Anthropic's:
 from __future__ import annotations
 
 import json
-import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import anthropic
@@ -35,9 +34,9 @@ from mulligan.messages import (
     is_failed,
 )
 from mulligan.providers.base import StreamDelta, ToolSpec
-from mulligan.providers.errors import Failure, redact
+from mulligan.providers.errors import Failure
 from mulligan.providers.retry import Backoff, parse_retry_after
-from mulligan.providers.streaming import Call, stream_reply
+from mulligan.providers.streaming import SdkModel
 
 DEFAULT_MAX_TOKENS = 16_000
 _CACHE = {"type": "ephemeral"}
@@ -49,7 +48,7 @@ _STOP: dict[str, StopReason] = {
 _TRANSIENT_TYPES = {"overloaded_error", "api_error", "rate_limit_error", "timeout_error"}
 
 
-class AnthropicModel:
+class AnthropicModel(SdkModel):
     """A Claude model over the Messages API. `name` is "anthropic/<model_id>".
 
     `thinking_budget` (tokens, >= 1024) turns on extended thinking; max_tokens is raised to
@@ -58,7 +57,7 @@ class AnthropicModel:
     per-request timeout in seconds.
     """
 
-    compact_prompt = False
+    provider = "anthropic"
 
     def __init__(
         self, model_id: str, *, api_key: str, base_url: str | None = None,
@@ -67,45 +66,16 @@ class AnthropicModel:
         sleep: Callable[[float], None] | None = None, timeout: float = 600.0,
         prompt_caching: bool = True,
     ) -> None:
-        self.model_id = model_id
-        self.name = f"anthropic/{model_id}"
+        super().__init__(model_id, api_key=api_key, max_retries=max_retries, backoff=backoff,
+                         sleep=sleep)
         self.max_tokens = max_tokens
         self.thinking_budget = thinking_budget
         self.prompt_caching = prompt_caching
-        backoff = backoff or Backoff()
-        if max_retries is not None:
-            backoff = Backoff(max_retries, backoff.base, backoff.cap, backoff.max_wait,
-                              backoff.random)
-        self.backoff = backoff
-        self._sleep = sleep
-        self._secret = api_key
         self._client = anthropic.Anthropic(api_key=api_key, base_url=base_url, max_retries=0,
                                            timeout=timeout)
 
     def __repr__(self) -> str:
         return f"AnthropicModel({self.model_id!r})"
-
-    def complete(
-        self, system: str, messages: list[Message], tools: list[ToolSpec]
-    ) -> AssistantMessage:
-        """The whole reply, by consuming `stream`."""
-        return _last_message(self.stream(system, messages, tools))
-
-    def stream(
-        self, system: str, messages: list[Message], tools: list[ToolSpec],
-        abort: threading.Event | None = None,
-    ) -> Iterator[StreamDelta]:
-        """Deltas, then one done message; never raises (see the module docstring)."""
-        try:
-            params = self._params(system, messages, tools)
-            call = Call("anthropic", self.name,
-                        open=lambda: self._client.messages.create(**params, stream=True),
-                        fold=_Fold, describe=self._describe)
-            yield from stream_reply(call, backoff=self.backoff, sleep=self._sleep, abort=abort)
-        except Exception as exc:  # the provider boundary: a bug here is a message, too
-            message = error_message(redact(f"anthropic: internal error: {exc!r}", self._secret))
-            message["model"] = self.name
-            yield {"type": "done", "message": message}
 
     def _params(
         self, system: str, messages: list[Message], tools: list[ToolSpec]
@@ -129,17 +99,14 @@ class AnthropicModel:
             turns[-1]["content"][-1]["cache_control"] = _CACHE
         return params
 
-    def _describe(self, exc: BaseException) -> Failure:
-        failure = describe_error(exc)
-        return Failure(redact(failure.text, self._secret), failure.retryable,
-                       failure.retry_after)
+    def _open(self, params: dict[str, Any]) -> Any:
+        return self._client.messages.create(**params, stream=True)
 
+    def _fold(self) -> _Fold:
+        return _Fold()
 
-def _last_message(deltas: Iterator[StreamDelta]) -> AssistantMessage:
-    for delta in deltas:
-        if delta["type"] == "done":
-            return delta["message"]
-    return error_message("the stream ended without a final message")
+    def _describe_error(self, exc: BaseException) -> Failure:
+        return describe_error(exc)
 
 
 # --- our transcript -> Anthropic's messages --------------------------------------------------

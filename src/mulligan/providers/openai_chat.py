@@ -20,8 +20,7 @@ Usage: "input" counts prompt tokens not read from the cache, "cache_read" those 
 from __future__ import annotations
 
 import json
-import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,15 +38,15 @@ from mulligan.messages import (
     is_failed,
 )
 from mulligan.providers.base import StreamDelta, ToolSpec
-from mulligan.providers.errors import Failure, redact
+from mulligan.providers.errors import Failure
 from mulligan.providers.retry import Backoff, parse_retry_after
-from mulligan.providers.streaming import Call, stream_reply
+from mulligan.providers.streaming import SdkModel
 
 _STOP: dict[str, StopReason] = {"stop": "stop", "tool_calls": "toolUse",
                                 "function_call": "toolUse", "length": "length"}
 
 
-class OpenAIChatModel:
+class OpenAIChatModel(SdkModel):
     """A chat model over /chat/completions. `name` is "openai/<model_id>".
 
     `base_url` points the SDK at another server ("http://localhost:11434/v1" for ollama).
@@ -57,7 +56,7 @@ class OpenAIChatModel:
     `backoff`/`max_retries`, `sleep` and `timeout` as for `AnthropicModel`.
     """
 
-    compact_prompt = False
+    provider = "openai"
 
     def __init__(
         self, model_id: str, *, api_key: str, base_url: str | None = None,
@@ -65,48 +64,16 @@ class OpenAIChatModel:
         backoff: Backoff | None = None, sleep: Callable[[float], None] | None = None,
         timeout: float = 600.0, include_usage: bool = True,
     ) -> None:
-        self.model_id = model_id
-        self.name = f"openai/{model_id}"
+        super().__init__(model_id, api_key=api_key, max_retries=max_retries, backoff=backoff,
+                         sleep=sleep)
         self.base_url = base_url
         self.max_tokens = max_tokens
         self.include_usage = include_usage
-        backoff = backoff or Backoff()
-        if max_retries is not None:
-            backoff = Backoff(max_retries, backoff.base, backoff.cap, backoff.max_wait,
-                              backoff.random)
-        self.backoff = backoff
-        self._sleep = sleep
-        self._secret = api_key
         self._client = openai.OpenAI(api_key=api_key, base_url=base_url, max_retries=0,
                                      timeout=timeout)
 
     def __repr__(self) -> str:
         return f"OpenAIChatModel({self.model_id!r}, base_url={self.base_url!r})"
-
-    def complete(
-        self, system: str, messages: list[Message], tools: list[ToolSpec]
-    ) -> AssistantMessage:
-        """The whole reply, by consuming `stream`."""
-        for delta in self.stream(system, messages, tools):
-            if delta["type"] == "done":
-                return delta["message"]
-        return error_message("the stream ended without a final message")
-
-    def stream(
-        self, system: str, messages: list[Message], tools: list[ToolSpec],
-        abort: threading.Event | None = None,
-    ) -> Iterator[StreamDelta]:
-        """Deltas, then one done message; never raises (see the module docstring)."""
-        try:
-            params = self._params(system, messages, tools)
-            call = Call("openai", self.name,
-                        open=lambda: self._client.chat.completions.create(**params, stream=True),
-                        fold=_Fold, describe=self._describe)
-            yield from stream_reply(call, backoff=self.backoff, sleep=self._sleep, abort=abort)
-        except Exception as exc:  # the provider boundary: a bug here is a message, too
-            message = error_message(redact(f"openai: internal error: {exc!r}", self._secret))
-            message["model"] = self.name
-            yield {"type": "done", "message": message}
 
     def _params(
         self, system: str, messages: list[Message], tools: list[ToolSpec]
@@ -125,10 +92,14 @@ class OpenAIChatModel:
             params["stream_options"] = {"include_usage": True}
         return params
 
-    def _describe(self, exc: BaseException) -> Failure:
-        failure = describe_error(exc)
-        return Failure(redact(failure.text, self._secret), failure.retryable,
-                       failure.retry_after)
+    def _open(self, params: dict[str, Any]) -> Any:
+        return self._client.chat.completions.create(**params, stream=True)
+
+    def _fold(self) -> _Fold:
+        return _Fold()
+
+    def _describe_error(self, exc: BaseException) -> Failure:
+        return describe_error(exc)
 
 
 # --- our transcript -> Chat Completions messages ---------------------------------------------

@@ -25,7 +25,7 @@ from typing import Any, Protocol
 
 from mulligan.messages import AssistantMessage, Block, Usage, error_message
 from mulligan.providers.base import StreamDelta
-from mulligan.providers.errors import Failure
+from mulligan.providers.errors import Failure, redact
 from mulligan.providers.retry import Backoff
 
 ABORTED = "aborted by the user"
@@ -225,3 +225,70 @@ def _hang_up(stream: Any) -> None:
     sock = network.get_extra_info("socket") if network is not None else None
     if sock is not None:
         sock.shutdown(socket.SHUT_RDWR)
+
+
+class SdkModel:
+    """What the two SDK adapters share: retries settings, the provider boundary around
+    `stream_reply`, and `complete` by consuming `stream`.
+
+    A subclass sets `provider` ("anthropic", "openai") and implements `_params(system,
+    messages, tools)` (the request body), `_open(params)` (the SDK call that starts the stream),
+    `_fold()` (a fresh Fold for one attempt) and `_describe_error(exc)` (an SDK exception as a
+    Failure).
+    The key is kept only to redact it from error text; it is never part of a message.
+    """
+
+    provider: str
+    compact_prompt = False
+
+    def __init__(self, model_id: str, *, api_key: str, max_retries: int | None,
+                 backoff: Backoff | None, sleep: Callable[[float], None] | None) -> None:
+        self.model_id = model_id
+        self.name = f"{self.provider}/{model_id}"
+        backoff = backoff or Backoff()
+        if max_retries is not None:
+            backoff = Backoff(max_retries, backoff.base, backoff.cap, backoff.max_wait,
+                              backoff.random)
+        self.backoff = backoff
+        self._sleep = sleep
+        self._secret = api_key
+
+    def _params(self, system: str, messages: list[Any], tools: list[Any]) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def _open(self, params: dict[str, Any]) -> Closable:
+        raise NotImplementedError
+
+    def _fold(self) -> Fold:
+        raise NotImplementedError
+
+    def _describe_error(self, exc: BaseException) -> Failure:
+        raise NotImplementedError
+
+    def complete(self, system: str, messages: list[Any], tools: list[Any]) -> AssistantMessage:
+        """The whole reply, by consuming `stream`."""
+        for delta in self.stream(system, messages, tools):
+            if delta["type"] == "done":
+                return delta["message"]
+        return error_message("the stream ended without a final message")
+
+    def stream(
+        self, system: str, messages: list[Any], tools: list[Any],
+        abort: threading.Event | None = None,
+    ) -> Iterator[StreamDelta]:
+        """Deltas, then one done message; never raises (see the module docstring)."""
+        try:
+            params = self._params(system, messages, tools)
+            call = Call(self.provider, self.name, open=lambda: self._open(params),
+                        fold=self._fold, describe=self._describe)
+            yield from stream_reply(call, backoff=self.backoff, sleep=self._sleep, abort=abort)
+        except Exception as exc:  # the provider boundary: a bug here is a message, too
+            text = redact(f"{self.provider}: internal error: {exc!r}", self._secret)
+            message = error_message(text)
+            message["model"] = self.name
+            yield {"type": "done", "message": message}
+
+    def _describe(self, exc: BaseException) -> Failure:
+        failure = self._describe_error(exc)
+        return Failure(redact(failure.text, self._secret), failure.retryable,
+                       failure.retry_after)
