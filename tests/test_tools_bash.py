@@ -82,6 +82,14 @@ def test_a_last_line_bigger_than_the_budget_shows_its_end(tmp_path: Path) -> Non
     assert note.startswith("Output truncated: its last line is over the 50000-byte budget")
 
 
+def test_a_last_line_bigger_than_all_the_output_kept_still_shows_its_end(tmp_path: Path) -> None:
+    # 200 KB and a newline: more than the 100 KB run_command keeps, so only part of it is there.
+    out = bash(tmp_path, "head -c 200000 /dev/zero | tr '\\0' x; echo")
+    text, _, note = out.partition("\n[")
+    assert text == "x" * 49_999
+    assert note.startswith("Output truncated: its last line is over the 50000-byte budget")
+
+
 def test_a_timeout_kills_the_command_and_every_child_it_started(tmp_path: Path) -> None:
     tool = bash_tool(tmp_path)
     with pytest.raises(CommandTimedOut) as raised:

@@ -67,9 +67,12 @@ class _Tail:
     def text(self) -> tuple[str, int, bool]:
         """(decoded kept text, total lines, whether the front was dropped)."""
         data, dropped = bytes(self.data), self.size > len(self.data)
-        if dropped:  # the first kept line is a fragment: drop it rather than show half a line
-            cut = data.find(b"\n")
-            data = data[cut + 1:] if cut != -1 else data
+        cut = data.find(b"\n")
+        if dropped and -1 < cut < len(data) - 1:
+            # The first kept line is a fragment: drop it rather than show half a line. Unless
+            # it is all there is (the last line alone is longer than `keep`): then it stays,
+            # and the bash tool shows its end and says the line was cut.
+            data = data[cut + 1:]
         total = self.newlines + (0 if self.ends_in_newline or not self.size else 1)
         return data.decode("utf-8", errors="replace"), total, dropped
 
