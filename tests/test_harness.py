@@ -128,6 +128,17 @@ def test_unsubscribing_twice_is_harmless_and_the_listener_hears_nothing_more() -
     assert len(heard) == count
 
 
+def test_undoing_one_of_two_subscriptions_of_one_listener_twice_leaves_the_other() -> None:
+    h = Harness(ScriptedModel([say("a")]), "system", [])
+    heard: list[Event] = []
+    first = h.subscribe(heard.append)
+    h.subscribe(heard.append)
+    first()
+    first()
+    events = drain(h, "one")
+    assert heard == events
+
+
 def test_a_listener_that_raises_ends_the_run_and_its_error_reaches_the_consumer() -> None:
     ran: list[str] = []
 

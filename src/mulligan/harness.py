@@ -74,13 +74,15 @@ class Harness:
         self._tools: list[Tool] = list(tools)
         self._max_turns = max_turns
         self._messages: list[Message] = list(messages)
-        self._lock = threading.Lock()  # guards _running and _abort across threads
+        self._lock = threading.Lock()  # guards _running, _abort and _listeners across threads
         self._running = False
         self._abort = threading.Event()
         # deque append/popleft are atomic: steer() from any thread, the loop pops.
         self._steering: deque[str] = deque()
         self._follow_ups: deque[str] = deque()
-        self._listeners: list[Listener] = []
+        # One (token, listener) per subscribe(): an undo removes its own subscription, never
+        # another one of the same function.
+        self._listeners: list[tuple[object, Listener]] = []
 
     # -- state -------------------------------------------------------------------------------
 
@@ -163,12 +165,16 @@ class Harness:
             self._abort.set()
 
     def subscribe(self, listener: Listener) -> Callable[[], None]:
-        """Call `listener(event)` for every event of every run; returns its undo."""
-        self._listeners.append(listener)
+        """Call `listener(event)` for every event of every run; returns its undo. Subscribing
+        one function twice makes two subscriptions, each with its own undo."""
+        subscription = (object(), listener)
+        with self._lock:
+            self._listeners.append(subscription)
 
         def unsubscribe() -> None:
-            if listener in self._listeners:  # undoing twice is harmless
-                self._listeners.remove(listener)
+            with self._lock:
+                if subscription in self._listeners:  # undoing twice is harmless
+                    self._listeners.remove(subscription)
 
         return unsubscribe
 
@@ -192,7 +198,7 @@ class Harness:
                          max_turns=self._max_turns,
                          get_steering=lambda: _take_one(self._steering),
                          get_follow_ups=lambda: _take_one(self._follow_ups), abort=abort)
-        fallen: list[Listener] = []  # listeners that raised during this run
+        fallen: set[object] = set()  # the subscriptions that raised during this run
         failure: Exception | None = None
         started = finished = False
         try:
@@ -220,17 +226,17 @@ class Harness:
             if failure is not None:
                 raise failure
 
-    def _tell(self, event: Event, fallen: list[Listener]) -> Exception | None:
+    def _tell(self, event: Event, fallen: set[object]) -> Exception | None:
         """Hand `event` to every listener that has not raised; the first exception, if any.
         Not a swallow: the run is ended and the exception re-raised to the consumer."""
         first: Exception | None = None
-        for listener in list(self._listeners):  # a copy: a listener may unsubscribe mid-call
-            if any(listener is f for f in fallen):
+        for token, listener in list(self._listeners):  # a copy: one may unsubscribe mid-call
+            if token in fallen:
                 continue
             try:
                 listener(event)
             except Exception as exc:
-                fallen.append(listener)
+                fallen.add(token)
                 first = first or exc
         return first
 
