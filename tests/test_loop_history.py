@@ -36,6 +36,23 @@ def test_the_first_of_two_results_for_one_call_wins() -> None:
     assert repaired[2] is first
 
 
+def test_a_call_id_reused_in_a_later_turn_is_answered_by_the_result_after_it() -> None:
+    # An OpenAI-compatible server that sends no ids gets "call_1" in every reply.
+    first, again = call("read", id="call_1"), call("read", id="call_1")
+    messages = [user("go"), reply(first), tool_result(first, "old"), reply(again),
+                tool_result(again, "new"), say("ok")]
+    assert repair_tool_history(messages) == messages
+    assert context_for_model(messages) == messages
+
+
+def test_a_reused_call_id_without_its_own_result_is_interrupted_not_given_an_older_one() -> None:
+    first, again = call("read", id="call_1"), call("read", id="call_1")
+    repaired = repair_tool_history([user("go"), reply(first), tool_result(first, "old"),
+                                    reply(again)])
+    assert shape(repaired) == "U A[call_1] R(call_1) A[call_1] R(call_1)"
+    assert repaired[2]["content"] == "old" and repaired[4]["content"] == INTERRUPTED
+
+
 def test_a_result_whose_call_is_nowhere_is_dropped() -> None:
     repaired = repair_tool_history([user("go"), tool_result(C3, "orphan"), say("ok")])
     assert shape(repaired) == "U A"

@@ -327,24 +327,50 @@ def repair_tool_history(messages: Sequence[Message]) -> list[Message]:
     "error" or "aborted") was never a request to run anything: it gets no result, and a result
     naming it counts as one without a call.
 
+    Which call a result answers: the one with its id in the latest assistant message before
+    it that made a call with that id -- so a provider that hands out the same ids every turn
+    ("call_1") is still paired turn by turn -- or, when no message before it did, the first
+    one after it.
+
     Pure and idempotent: the input is never changed, the output is a new list of the input's
     own message objects (plus any INTERRUPTED results), and a valid transcript comes back equal
-    to itself. Call ids are taken to be unique.
+    to itself.
     """
-    live: set[str] = set()
+    # Live calls are numbered in transcript order; answers maps a call's number to its result.
+    answers: dict[int, ToolResultMessage] = {}
+    latest: dict[str, list[int]] = {}  # id -> numbers of its calls in the latest message
+    early: dict[str, list[ToolResultMessage]] = {}  # results that came before any call of theirs
+
+    def claim(numbers: list[int], result: ToolResultMessage) -> None:
+        number = next((n for n in numbers if n not in answers), None)
+        if number is not None:  # else every call it could answer already has a result
+            answers[number] = result
+
+    count = 0
     for message in messages:
-        if message["role"] == "assistant" and not is_failed(message):
-            live.update(call["id"] for call in tool_calls(message))
-    first: dict[str, ToolResultMessage] = {}
-    for message in messages:
-        if message["role"] == "toolResult" and message["tool_call_id"] in live:
-            first.setdefault(message["tool_call_id"], message)
+        if message["role"] == "toolResult":
+            numbers = latest.get(message["tool_call_id"])
+            if numbers is None:
+                early.setdefault(message["tool_call_id"], []).append(message)
+            else:
+                claim(numbers, message)
+        elif message["role"] == "assistant" and not is_failed(message):
+            made: dict[str, list[int]] = {}
+            for call in tool_calls(message):
+                made.setdefault(call["id"], []).append(count)
+                count += 1
+            for call_id, numbers in made.items():
+                latest[call_id] = numbers
+                for result in early.pop(call_id, ()):  # earlier than any later result: first
+                    claim(numbers, result)
     repaired: list[Message] = []
+    count = 0
     for message in messages:
         if message["role"] == "toolResult":
             continue  # put back below, after its call
         repaired.append(message)
         if message["role"] == "assistant" and not is_failed(message):
-            repaired.extend(first.get(call["id"]) or _interrupted(call)
-                            for call in tool_calls(message))
+            for call in tool_calls(message):
+                repaired.append(answers.get(count) or _interrupted(call))
+                count += 1
     return repaired
