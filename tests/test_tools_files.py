@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import os
+import threading
 from pathlib import Path
 
 import pytest
 
+from mulligan.messages import ToolCallBlock, ToolResultMessage
 from mulligan.testing import call
-from mulligan.tools import ToolError, coding_tools, edit_tool, read_tool, run_tool, write_tool
+from mulligan.tools import Tool, ToolError, coding_tools, edit_tool, read_tool, run_tool, write_tool
 
 
 def read(root: Path, **arguments: object) -> str:
@@ -187,3 +190,26 @@ def test_read_counts_every_line_of_the_file_in_its_hint(
 def test_read_of_the_last_line_without_a_newline_has_no_hint(tmp_path: Path) -> None:
     (tmp_path / "f.txt").write_text("a\nb\nc")
     assert read(tmp_path, path="f.txt", offset=3) == "c"
+
+
+def _result_within_5_s(tools: list[Tool], made: ToolCallBlock) -> ToolResultMessage:
+    """run_tool's answer to `made`, failing the test if it is not there within 5 s (a hang)."""
+    outcome: list[ToolResultMessage] = []
+    worker = threading.Thread(target=lambda: outcome.append(run_tool(tools, made)), daemon=True)
+    worker.start()
+    worker.join(5)
+    assert outcome, f"{made['name']} still waiting after 5 s"
+    return outcome[0]
+
+
+def test_read_edit_and_write_refuse_a_named_pipe_instead_of_waiting_on_it(
+    tmp_path: Path,
+) -> None:
+    os.mkfifo(tmp_path / "pipe")
+    tools = coding_tools(tmp_path)
+    for name, arguments in [("read", {"path": "pipe"}),
+                            ("edit", {"path": "pipe", "old_text": "a", "new_text": "b"}),
+                            ("write", {"path": "pipe", "content": "x"})]:
+        result = _result_within_5_s(tools, call(name, arguments))
+        assert result["is_error"], result
+        assert result["content"].startswith("pipe is not a regular file"), result

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
 
 import pytest
@@ -158,3 +159,14 @@ def test_find_of_a_huge_tree_stops_at_the_budget_and_says_so(tmp_path: Path) -> 
 ])
 def test_glob_matcher_follows_the_usual_rules(pattern: str, path: str, expected: bool) -> None:
     assert glob_matcher(pattern)(path) is expected
+
+
+def test_grep_passes_over_a_named_pipe_instead_of_waiting_on_it(tmp_path: Path) -> None:
+    (tmp_path / "a.txt").write_text("needle\n")
+    os.mkfifo(tmp_path / "b.pipe")
+    found: list[str] = []
+    worker = threading.Thread(target=lambda: found.append(grep(tmp_path, pattern="needle")),
+                              daemon=True)
+    worker.start()
+    worker.join(5)
+    assert found == ["a.txt:1: needle\n"]

@@ -104,6 +104,8 @@ def write_tool(root: str | os.PathLike[str]) -> Tool:
         if file.is_dir():
             raise ToolError(f"{path} is a folder; write needs a file path.")
         existed = file.exists()
+        if existed and not file.is_file():  # writing to a pipe would wait for a reader forever
+            raise ToolError(_not_a_file(path))
         try:
             file.parent.mkdir(parents=True, exist_ok=True)
         except (FileExistsError, NotADirectoryError):
@@ -201,7 +203,14 @@ def _existing_file(ws: Workspace, path: str) -> Path:
         raise ToolError(f"File not found: {path}. Use ls or find to see what is there.")
     if file.is_dir():
         raise ToolError(f"{path} is a folder, not a file. Use ls to list it.")
+    if not file.is_file():  # opening a named pipe would wait for a writer forever
+        raise ToolError(_not_a_file(path))
     return file
+
+
+def _not_a_file(path: str) -> str:
+    return (f"{path} is not a regular file (a named pipe, socket or device); the file tools "
+            "work on regular files only.")
 
 
 def _window(handle: BinaryIO, offset: int, want: int, max_bytes: int) -> tuple[list[bytes], int]:

@@ -244,8 +244,11 @@ def _place(path: str) -> str:
 
 
 def _matches(file: Path, regex: re.Pattern[str], shown: str, room: int) -> list[str]:
-    """Up to `room` "file:line: text" hits in one file; [] for a binary or unreadable file."""
+    """Up to `room` "file:line: text" hits in one file; [] for a binary or unreadable file, and
+    for anything but a regular file (opening a named pipe would wait for a writer forever)."""
     hits: list[str] = []
+    if not file.is_file():
+        return hits
     try:
         with file.open("rb") as handle:
             if is_binary(handle.read(_SNIFF)):
