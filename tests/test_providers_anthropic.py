@@ -322,6 +322,23 @@ def test_abort_mid_stream_ends_promptly_with_the_partial_text(serve: Any) -> Non
     assert len(server.requests) == 1
 
 
+def test_an_abort_before_the_server_answers_leaves_no_reader_thread_behind(
+        serve: Any) -> None:
+    # Headers come 0.4 s after the request, then nothing: the helper that made the request
+    # must hang up once they arrive, not wait for the 5 s read timeout.
+    server = serve(wire.reply(wire.text_block(0, "late"), delay=0.4, stall_after=0))
+    abort = threading.Event()
+    threading.Timer(0.1, abort.set).start()
+    before = set(threading.enumerate())
+    _, message = run(model(server), [user("Hi")], abort=abort)
+    assert message["stop_reason"] == "aborted"
+    readers = [t for t in threading.enumerate()
+               if t not in before and t.name == "mulligan-provider-stream"]
+    for reader in readers:
+        reader.join(timeout=2.0)
+    assert readers and not any(reader.is_alive() for reader in readers)
+
+
 def test_an_abort_before_the_request_sends_nothing(serve: Any) -> None:
     server = serve(wire.text_reply("never"))
     abort = threading.Event()

@@ -4,7 +4,8 @@ Each POST takes the next item of the script and answers with it:
 
 - `Sse(events)`: 200, ``text/event-stream``, chunked, one chunk per event; `cut_after=n` sends
   n events and then drops the connection mid-body (no terminating chunk); `stall_after=n`
-  sends n events and then goes silent until the server is closed.
+  sends n events and then goes silent until the server is closed; `delay=s` waits s seconds
+  before sending the status line and headers (a server slow to start its answer).
 - `Status(status, body, headers)`: an error response with a JSON body.
 - `Drop()`: closes the connection without answering (a connection reset).
 
@@ -33,6 +34,7 @@ class Sse:
     cut_after: int | None = None
     stall_after: int | None = None
     headers: dict[str, str] = field(default_factory=dict)
+    delay: float = 0.0
 
 
 @dataclass
@@ -145,6 +147,8 @@ def _handler_for(server: ScriptedServer) -> type[BaseHTTPRequestHandler]:
             self.wfile.write(data)
 
         def _sse(self, answer: Sse) -> None:
+            if answer.delay and server.stopping.wait(answer.delay):
+                return
             self.send_response(200)
             self.send_header("content-type", "text/event-stream; charset=utf-8")
             self.send_header("cache-control", "no-cache")

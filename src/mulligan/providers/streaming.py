@@ -176,6 +176,11 @@ class _Pump:
             stream = self._open()
             with self._lock:
                 self._stream = stream
+                # Stopped while the request was being made: `stop` found no stream to hang
+                # up, so do not start a read that would block until the server's next byte
+                # or the read timeout.
+                if self._stopped.is_set():
+                    return
             for event in stream:
                 if self._stopped.is_set():
                     break
