@@ -39,6 +39,19 @@ def test_a_good_call_returns_the_tools_text_as_one_result() -> None:
                       "content": "hi", "is_error": False}
 
 
+def test_a_tool_that_changes_its_arguments_leaves_the_call_as_it_was() -> None:
+    def fill_in(arguments: dict[str, Any]) -> str:
+        arguments.setdefault("options", {})["verbose"] = True
+        arguments.pop("text")
+        return "done"
+
+    tool: Tool = {"name": "fill", "description": "Fills in defaults in place.",
+                  "parameters": {"type": "object"}, "execute": fill_in}
+    made = call("fill", {"text": "hi", "options": {}}, id="c1")
+    assert run_tool([tool], made)["content"] == "done"
+    assert made["arguments"] == {"text": "hi", "options": {}}
+
+
 def test_an_unknown_tool_is_one_error_result_listing_the_available_tools(tmp_path: Path) -> None:
     tools = coding_tools(tmp_path)
     result = run_tool(tools, call("frobnicate", {}, id="c7"))

@@ -8,6 +8,7 @@ read. Nothing else here catches broadly, and nothing here ever raises out of `ru
 
 from __future__ import annotations
 
+import copy
 import threading
 from collections.abc import Callable
 from typing import Any, NotRequired, TypedDict
@@ -71,7 +72,11 @@ def run_tool(
     tool, arguments that do not fit the schema, an exception inside the tool, or a tool that
     returns something other than text all come back with is_error True and a readable reason.
     is_error means the tool could not do its job: a shell command that exits non-zero has still
-    run, and says so in its content. `abort` is handed to interruptible tools only."""
+    run, and says so in its content. `abort` is handed to interruptible tools only.
+
+    `call` is never changed: the tool gets its own copy of the arguments, so a tool that
+    fills in defaults in place cannot alter the assistant message in the record (or in a
+    session log's cache of it)."""
     fields: dict[str, Any] = call if isinstance(call, dict) else {}  # type: ignore[assignment]
     call_id, name = str(fields.get("id", "")), str(fields.get("name", ""))
     try:
@@ -92,6 +97,7 @@ def _execute(
         available = ", ".join(t["name"] for t in tools) or "none"
         raise ToolError(f"Tool {name} not found. Available: {available}")
     check_arguments(tool, arguments)
+    arguments = copy.deepcopy(arguments)
     if tool.get("interruptible"):
         result = tool["execute"](arguments, abort=abort)
     else:
