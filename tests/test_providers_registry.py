@@ -189,6 +189,21 @@ def test_an_unknown_provider_setting_is_refused(tmp_path: Path) -> None:
         resolve_model("openai/gpt-5.5", env={}, home=tmp_path)
 
 
+def test_an_unknown_top_level_setting_is_refused_with_the_files_path(tmp_path: Path) -> None:
+    # A misspelt default model must not silently fall back to another one.
+    write_config(tmp_path, 'modle = "openai/qwen2.5-coder"\n')
+    with pytest.raises(ConfigError, match="modle: unknown setting") as raised:
+        default_model_name(env={"ANTHROPIC_API_KEY": "k"}, home=tmp_path)
+    assert str(tmp_path / "config.toml") in str(raised.value)
+
+
+def test_a_bad_local_setting_is_refused_with_the_files_path(tmp_path: Path) -> None:
+    write_config(tmp_path, "[local]\nn_gpu = 1\n")
+    with pytest.raises(ConfigError, match="n_gpu") as raised:
+        resolve_model("local/smollm2-135m", env={}, home=tmp_path)
+    assert str(tmp_path / "config.toml") in str(raised.value)
+
+
 def test_a_key_of_the_wrong_type_is_reported_without_showing_it(tmp_path: Path) -> None:
     write_config(tmp_path, "[providers.anthropic]\napi_key = 12345678\n")
     with pytest.raises(ConfigError) as raised:

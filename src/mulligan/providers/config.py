@@ -25,6 +25,9 @@ from mulligan.providers.errors import ConfigError
 CONFIG_NAME = "config.toml"
 KEY_VARIABLES = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
 URL_VARIABLES = {"anthropic": "ANTHROPIC_BASE_URL", "openai": "OPENAI_BASE_URL"}
+# The file's top level: the default model and two tables ([local] is checked by the local
+# provider, when a local model is resolved).
+_TOP_LEVEL = ("model", "providers", "local")
 _SETTINGS: dict[str, dict[str, type | tuple[type, ...]]] = {
     "anthropic": {"api_key": str, "base_url": str, "max_tokens": int, "thinking_budget": int,
                   "timeout": (int, float), "max_retries": int},
@@ -50,6 +53,10 @@ def load_config(home: Path) -> dict[str, Any]:
         config = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    unknown = sorted(set(config) - set(_TOP_LEVEL))
+    if unknown:
+        raise ConfigError(f"{path}: {', '.join(unknown)}: unknown setting; known: "
+                          f"{', '.join(_TOP_LEVEL)}")
     if "model" in config and not isinstance(config["model"], str):
         raise ConfigError(f"{path}: model must be a string like \"anthropic/claude-sonnet-4-6\"")
     providers = config.get("providers", {})

@@ -4,9 +4,9 @@
 In: a name (or None for the configured default), an optional base URL, the environment and the
 Mulligan home. Out: a ready model object (nothing is sent until it is asked to answer).
 Raises, before any request: `UnknownModel` for a name we cannot place, `MissingApiKey` naming
-the environment variable, `ConfigError` for a broken config file; the local provider's own
-named errors for local names. SDK modules and the local engine are imported only when a name
-needs them.
+the environment variable, `ConfigError` for a broken config file (a bad [local] setting
+included, named with the file); the local provider's own named errors for local names.
+SDK modules and the local engine are imported only when a name needs them.
 """
 
 from __future__ import annotations
@@ -103,8 +103,10 @@ def resolve_model(
                               "this process (for a local *server*, use openai/<model> "
                               "--base-url)")
         local = importlib.import_module("mulligan.providers.local")
-        settings = config.get("local", {})
-        return local.resolve_local(name, settings)
+        try:
+            return local.resolve_local(name, config.get("local", {}))
+        except local.BadLocalSetting as exc:
+            raise ConfigError(f"{config_path(home)}: {exc}") from None
     settings = provider_settings(config, provider)
     settings.pop("base_url", None)
     settings.pop("api_key", None)
