@@ -170,3 +170,11 @@ def test_grep_passes_over_a_named_pipe_instead_of_waiting_on_it(tmp_path: Path) 
     worker.start()
     worker.join(5)
     assert found == ["a.txt:1: needle\n"]
+
+
+def test_a_symlink_loop_in_the_tree_does_not_stop_ls_grep_or_find(tmp_path: Path) -> None:
+    (tmp_path / "a.txt").write_text("needle\n")
+    os.symlink("loop", tmp_path / "loop")
+    assert ls(tmp_path) == "a.txt\nloop\n"
+    assert grep(tmp_path, pattern="needle") == "a.txt:1: needle\n"
+    assert find(tmp_path, pattern="*.txt") == "a.txt\n"

@@ -54,6 +54,13 @@ def test_a_symlinked_folder_pointing_outside_is_refused_for_paths_below_it(
         Workspace(tmp_path / "ws").resolve("up/secret.txt")
 
 
+def test_a_symlink_loop_is_refused_by_name(tmp_path: Path) -> None:
+    os.symlink("loop", tmp_path / "loop")
+    result = run_tool(coding_tools(tmp_path), call("read", {"path": "loop"}))
+    assert result["is_error"]
+    assert result["content"].startswith("loop cannot be used: it is a symlink loop")
+
+
 def test_a_workspace_that_is_not_a_folder_is_refused_when_made(tmp_path: Path) -> None:
     with pytest.raises(NotADirectoryError, match="not an existing folder"):
         coding_tools(tmp_path / "missing")

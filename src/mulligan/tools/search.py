@@ -38,7 +38,7 @@ def ls_tool(
             raise ToolError(f"Folder not found: {path}.")
         if not folder.is_dir():
             raise ToolError(f"{path} is a file, not a folder. Use read to see it.")
-        names = sorted(entry.name + ("/" if entry.is_dir() else "")
+        names = sorted(entry.name + ("/" if _is_dir(entry) else "")
                        for entry in os.scandir(folder))
         if not names:
             return f"({path} is empty)"
@@ -237,6 +237,14 @@ def _glob_regex(pattern: str) -> str:
             out.append(re.escape(char))
         i += 1
     return "".join(out)
+
+
+def _is_dir(entry: os.DirEntry[str]) -> bool:
+    """Whether an entry is a folder or a link to one; False for a link that loops."""
+    try:
+        return entry.is_dir()
+    except OSError:
+        return False
 
 
 def _place(path: str) -> str:

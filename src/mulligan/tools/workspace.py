@@ -41,7 +41,11 @@ class Workspace:
         candidate = Path(path)
         if not candidate.is_absolute():
             candidate = self.root / candidate
-        resolved = candidate.resolve()
+        try:
+            resolved = candidate.resolve()
+        except (RuntimeError, OSError):  # a symlink loop (RuntimeError before Python 3.13)
+            raise ToolError(f"{path} cannot be used: it is a symlink loop (a link that leads "
+                            "back to itself).") from None
         if resolved == self.root or resolved.is_relative_to(self.root):
             return resolved
         lexical = Path(os.path.normpath(candidate))
@@ -52,8 +56,11 @@ class Workspace:
                                "inside it (relative paths start from the workspace).")
 
     def inside(self, path: Path) -> bool:
-        """Whether `path`, symlinks resolved, is inside the workspace."""
-        resolved = path.resolve()
+        """Whether `path`, symlinks resolved, is inside the workspace (a symlink loop is not)."""
+        try:
+            resolved = path.resolve()
+        except (RuntimeError, OSError):
+            return False
         return resolved == self.root or resolved.is_relative_to(self.root)
 
     def show(self, path: Path) -> str:
@@ -66,8 +73,8 @@ class Workspace:
 
     def walk(self, start: Path, *, dirs: bool = False) -> Iterator[Path]:
         """Every file under `start` (and every folder too, with dirs=True), sorted, depth first.
-        Never enters SKIPPED_DIRS, never follows a symlinked folder, and leaves out files whose
-        symlink points outside the workspace. Unreadable folders are passed over silently."""
+        Never enters SKIPPED_DIRS, never follows a symlinked folder, and leaves out symlinks
+        that point outside the workspace or loop. Unreadable folders are passed over silently."""
         for folder, subdirs, files in os.walk(start):
             subdirs[:] = sorted(d for d in subdirs if d not in SKIPPED_DIRS)
             here = Path(folder)
