@@ -76,3 +76,18 @@ def test_jsonl_export_never_overwrites(tmp_path):
     with pytest.raises(ExportTargetExists):
         write_linear(log.entries(), log.tip(), target, origin_file=log.path)
     assert target.read_text() == "keep me\n"
+
+
+def test_a_damaged_message_is_shown_as_damaged_not_a_crash(tmp_path):
+    log = SessionLog(tmp_path / "s.jsonl", fsync=False)
+    log.append_message(user("hi"))
+    log.append_message("oops")  # type: ignore[arg-type]
+    log.append_message({"role": "assistant", "content": ["a", 5, {"type": "text", "text": "ok"}],
+                        "stop_reason": "stop"})
+    log.append_message({"role": "assistant", "content": "not a list", "stop_reason": "stop"})
+    entries, tip = log.entries(), log.tip()
+    text = to_text(entries, tip)
+    assert "[e2] (a message entry without a message object)" in text
+    assert "[e3] assistant\nok" in text
+    markdown = to_markdown(entries, tip)
+    assert "e2: a message entry without a message object" in markdown and "ok" in markdown

@@ -84,3 +84,18 @@ def test_an_unreadable_file_is_listed_with_its_problem_not_raised(tmp_path):
 
 def test_a_folder_with_no_sessions_has_no_newest(tmp_path):
     assert newest_session(tmp_path / "home", tmp_path) is None
+
+
+def test_a_message_entry_of_the_wrong_shape_is_listed_not_a_crash(tmp_path):
+    # Hand-damaged files that SessionLog.entries() accepts (the message is checked by the
+    # walk, not by the listing): one such file must not break `sessions ls` or `mulligan -c`.
+    home, cwd = tmp_path / "home", tmp_path / "work"
+    good = write_session(folder_dir(home, cwd) / "2026-01-01T00-00-00_aaaaaa.jsonl",
+                         user("fine"))
+    odd = folder_dir(home, cwd) / "2026-01-02T00-00-00_bbbbbb.jsonl"
+    odd.write_text('{"id": "e1", "type": "session_info", "parent_id": null, "name": 5}\n'
+                   '{"id": "e2", "type": "message", "parent_id": "e1", "message": "oops"}\n')
+    found = {s.path: s for s in list_sessions(home, cwd)}
+    assert (found[odd].name, found[odd].entries, found[odd].first_message) == ("5", 2, "")
+    assert found[Path(good.path)].first_message == "fine"
+    assert newest_session(home, cwd) in (odd, Path(good.path))  # no crash: -c still works

@@ -106,3 +106,14 @@ def test_a_folded_line_counts_the_attempts_inside_it(tmp_path):
     log.branch_to("e10")                 # back to the current attempt's end
     lines = drawn(log.entries(), log.tip(), width=100)
     assert "├─ … 4 entries on 2 abandoned attempts (e6..e12)" in lines
+
+
+def test_a_damaged_message_is_drawn_as_damaged_not_a_crash(tmp_path):
+    log = SessionLog(tmp_path / "s.jsonl", fsync=False)
+    log.append_message("oops")  # type: ignore[arg-type]
+    log.append_message({"role": "assistant", "content": [5, {"type": "toolCall", "name": "ls",
+                                                             "arguments": [1]}],
+                        "stop_reason": "stop"})
+    lines = drawn(log.entries(), log.tip())
+    assert "damaged" in lines[0]
+    assert "ai: ls([1])" in lines[1]

@@ -240,7 +240,7 @@ class Controller:
         """(entry id, text) of each user message on the current branch, newest first: what
         /back without an id and /edit can go back before."""
         found = user_messages_on_path(self.entries(), self.tip())
-        return [(e["id"], str(e["message"]["content"])) for e in reversed(found)]
+        return [(e["id"], str(e["message"].get("content", ""))) for e in reversed(found)]
 
     def edit(self, entry_id: str | None = None) -> str:
         """Go back to just before the user message `entry_id` (the last one on the branch by

@@ -15,9 +15,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from mulligan.session.branches import (
+    blocks_of,
     children_of,
     labels_of,
     message_leaves,
+    message_of,
     path_ids,
     subtree_ids,
 )
@@ -29,7 +31,9 @@ def describe(entry: Mapping[str, Any]) -> str:
     """One entry in a few words: who spoke and the start of what they said."""
     kind = entry.get("type")
     if kind == "message":
-        message = entry.get("message") or {}
+        message = message_of(entry)
+        if message is None:
+            return "(damaged: a message entry without a message object)"
         role = message.get("role")
         if role == "user":
             return "you: " + _flat(message.get("content", ""))
@@ -38,8 +42,8 @@ def describe(entry: Mapping[str, Any]) -> str:
             tool = message.get("tool_name", "tool")
             return f"{tool}{mark} → " + _flat(message.get("content", ""))
         parts = []
-        for block in message.get("content") or []:
-            if block.get("type") == "text" and block.get("text", "").strip():
+        for block in blocks_of(message):
+            if block.get("type") == "text" and _flat(block.get("text", "")):
                 parts.append(_flat(block["text"]))
             elif block.get("type") == "toolCall":
                 parts.append(f"{block.get('name')}({_brief_args(block.get('arguments') or {})})")
@@ -139,8 +143,8 @@ def _flat(text: Any) -> str:
     return " ".join(str(text).split())
 
 
-def _brief_args(arguments: Mapping[str, Any]) -> str:
-    if len(arguments) == 1:
+def _brief_args(arguments: Any) -> str:
+    if isinstance(arguments, Mapping) and len(arguments) == 1:
         (value,) = arguments.values()
         return _flat(value if isinstance(value, str) else json.dumps(value))
     return _flat(json.dumps(arguments, ensure_ascii=False))

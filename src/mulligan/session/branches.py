@@ -90,9 +90,25 @@ def message_leaves(entries: Sequence[Entry]) -> list[str]:
     return [e["id"] for e in entries if e.get("type") == "message" and e["id"] not in followed]
 
 
+def message_of(entry: Entry) -> Mapping[str, Any] | None:
+    """The message an entry carries, or None: not a message entry, or (in a hand-damaged file,
+    which `mulligan session check` names) a "message" that is not an object. For code that
+    draws or lists entries, which must show a damaged file rather than crash on it."""
+    message = entry.get("message") if entry.get("type") == "message" else None
+    return message if isinstance(message, Mapping) else None
+
+
+def blocks_of(message: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The content blocks of an assistant message that are objects ([] when `content` is not
+    a list): what drawing code may call .get on."""
+    content = message.get("content")
+    if not isinstance(content, list):
+        return []
+    return [block for block in content if isinstance(block, Mapping)]
+
+
 def user_messages_on_path(entries: Sequence[Entry], leaf_id: str | None) -> list[Entry]:
     """The user-message entries on the branch ending at `leaf_id`, oldest first."""
     by_id = {entry["id"]: entry for entry in entries}
     return [by_id[i] for i in path_ids(entries, leaf_id)
-            if by_id[i].get("type") == "message"
-            and (by_id[i].get("message") or {}).get("role") == "user"]
+            if (message_of(by_id[i]) or {}).get("role") == "user"]

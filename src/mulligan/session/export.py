@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from mulligan.session.branches import blocks_of, labels_of, message_of
 from mulligan.session.store import create_file, now_iso
 
 
@@ -35,8 +36,6 @@ def to_markdown(
     their arguments, tool results in fenced blocks (fences longer than any backtick run inside),
     and labels and model changes as small notes."""
     chosen = branch_entries(entries, leaf_id)
-    from mulligan.session.branches import labels_of
-
     labels = labels_of(entries)
     out = [f"# {title}", ""]
     for entry in chosen:
@@ -50,7 +49,9 @@ def to_markdown(
         elif kind == "model_change":
             out += [f"> model changed to `{entry.get('provider')}/{entry.get('model')}`", ""]
         elif kind == "message":
-            out += _message_markdown(entry["id"], entry["message"], label)
+            message = message_of(entry)
+            out += (_message_markdown(entry["id"], message, label) if message is not None else
+                    [f"*({entry['id']}: a message entry without a message object)*", ""])
     return "\n".join(out).rstrip() + "\n"
 
 
@@ -63,9 +64,9 @@ def _message_markdown(entry_id: str, message: Mapping[str, Any], label: str) -> 
         return [f"**Result of `{message.get('tool_name')}`** ({entry_id}){flag}{label}", "",
                 *_fenced(str(message.get("content", ""))), ""]
     lines = [f"## Assistant ({entry_id}){label}", ""]
-    for block in message.get("content") or []:
+    for block in blocks_of(message):
         if block.get("type") == "text":
-            lines += [block.get("text", ""), ""]
+            lines += [str(block.get("text", "")), ""]
         elif block.get("type") == "thinking" and block.get("thinking"):
             lines += ["<details><summary>thinking</summary>", "", block["thinking"], "",
                       "</details>", ""]
@@ -129,8 +130,11 @@ def to_text(entries: Sequence[Mapping[str, Any]], leaf_id: str | None) -> str:
     message, headed by its id and who spoke; tool calls as ``→ name {arguments}``."""
     out = []
     for entry in branch_entries(entries, leaf_id):
-        message = entry.get("message") if entry.get("type") == "message" else None
+        if entry.get("type") != "message":
+            continue
+        message = message_of(entry)
         if message is None:
+            out.append(f"[{entry['id']}] (a message entry without a message object)")
             continue
         role = message.get("role")
         if role == "user":
@@ -141,9 +145,9 @@ def to_text(entries: Sequence[Mapping[str, Any]], leaf_id: str | None) -> str:
                        f"{message.get('content', '')}")
         else:
             parts = []
-            for block in message.get("content") or []:
+            for block in blocks_of(message):
                 if block.get("type") == "text":
-                    parts.append(block.get("text", ""))
+                    parts.append(str(block.get("text", "")))
                 elif block.get("type") == "toolCall":
                     parts.append(f"→ {block.get('name')} "
                                  f"{json.dumps(block.get('arguments'), ensure_ascii=False)}")

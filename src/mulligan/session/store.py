@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from mulligan.session.branches import message_leaves
+from mulligan.session.branches import message_leaves, message_of
 
 SUFFIX = ".jsonl"
 
@@ -108,10 +108,10 @@ def summarize(path: Path) -> SessionSummary:
     name, cwd, first = "", "", ""
     for entry in entries:
         if entry.get("type") == "session_info":
-            name = entry.get("name") or name
-            cwd = cwd or entry.get("cwd") or ""
-        message = entry.get("message")
-        if not first and message and message.get("role") == "user":
+            name = str(entry.get("name") or "") or name
+            cwd = cwd or str(entry.get("cwd") or "")
+        message = message_of(entry)
+        if not first and message is not None and message.get("role") == "user":
             first = " ".join(str(message.get("content", "")).split())
     last = entries[-1].get("timestamp") if entries else None
     return SessionSummary(path, name, cwd, len(entries), len(message_leaves(entries)),
