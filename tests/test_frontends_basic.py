@@ -37,6 +37,17 @@ def test_the_json_renderer_writes_each_event_as_one_flushed_json_line() -> None:
     assert render.status == 0
 
 
+def test_the_json_renderer_writes_a_tool_call_with_a_huge_integer_argument() -> None:
+    out = io.StringIO()
+    render = JsonRenderer(out)
+    h = Harness(ScriptedModel([reply(call("read", {"limit": 10**20}, id="c1")), say("Done.")]),
+                "system", [tool("read")])
+    events = list(h.prompt("go"))
+    for event in events:
+        render(event)
+    assert [json.loads(line) for line in out.getvalue().splitlines()] == events
+
+
 def test_the_json_renderer_writes_streamed_updates_too() -> None:
     out = io.StringIO()
     render = JsonRenderer(out)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from typing import Any, TextIO
 
@@ -14,7 +15,8 @@ class JsonRenderer:
     """``renderer(event)`` writes `event` as one line of JSON to `out` and flushes it, so a
     reader at the other end of a pipe sees each event as it happens. Keys and values are the
     event's own (see mulligan.loop); nothing is added or left out. Something that is not JSON
-    (it should never be there) is written as its ``str``.
+    (it should never be there) is written as its ``str``. An integer over 64 bits (a model may
+    put one in a tool call's arguments) is written as the number it is.
 
     ``status`` folds the run into an exit code: 1 when the last assistant message of the run
     failed (stop_reason "error" or "aborted"), else 0.
@@ -25,7 +27,11 @@ class JsonRenderer:
         self.status = 0
 
     def __call__(self, event: dict[str, Any]) -> None:
-        self.out.write(orjson.dumps(event, default=str).decode() + "\n")
+        try:
+            line = orjson.dumps(event, default=str).decode()
+        except TypeError:  # orjson refuses integers over 64 bits; the standard library does not
+            line = json.dumps(event, default=str, ensure_ascii=False, separators=(",", ":"))
+        self.out.write(line + "\n")
         self.out.flush()
         if event["type"] == "message_end" and event["message"]["role"] == "assistant":
             self.status = 1 if is_failed(event["message"]) else 0
