@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import threading
+import time
 
 import pytest
 
@@ -116,6 +117,14 @@ def test_streaming_scripted_model_stops_with_partial_text_on_abort() -> None:
     done = rest[-1]
     assert done["type"] == "done" and done["message"]["stop_reason"] == "aborted"
     assert text_of(done["message"]) == "a"
+
+
+def test_streaming_scripted_model_pauses_before_each_delta_without_an_abort_event() -> None:
+    model = StreamingScriptedModel([say("a b c")], pause=0.1)
+    started = time.monotonic()
+    deltas = list(model.stream("", [user("go")], []))
+    assert len(deltas) == 4
+    assert time.monotonic() - started >= 0.3
 
 
 def test_builders_never_share_state_with_their_input() -> None:

@@ -11,6 +11,7 @@ import copy
 import itertools
 import json
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -131,7 +132,8 @@ class StreamingScriptedModel(ScriptedModel):
     """A `ScriptedModel` that also streams: each reply's text goes out a word at a time, each
     tool call's arguments in two fragments, then the done message. `abort` is honoured between
     deltas (the done message then has stop_reason "aborted" and the text so far). `pause` seconds
-    are slept before each delta so that tests can abort mid-stream."""
+    are slept before each delta (waiting on `abort` when there is one) so that tests can abort
+    mid-stream."""
 
     pause: float = 0.0
 
@@ -144,7 +146,9 @@ class StreamingScriptedModel(ScriptedModel):
         for block in answer["content"]:
             words = ""
             for delta in _deltas(block):
-                if abort is not None and abort.wait(self.pause):
+                if abort is None:
+                    time.sleep(self.pause)
+                elif abort.wait(self.pause):
                     partial: list[Block] = [b for b in sent if b["type"] != "toolCall"]
                     if words:
                         partial.append(text(words))
