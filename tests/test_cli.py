@@ -202,6 +202,18 @@ def test_sessions_export_writes_markdown_or_a_linear_session(tmp_path, two_attem
         "Make it faster.", "Do it, then."]
 
 
+def test_sessions_export_md_never_overwrites_a_file_and_writes_it_0600(tmp_path, two_attempts):
+    precious = tmp_path / "other.jsonl"
+    precious.write_text('{"id":"e1","type":"session_info","parent_id":null}\n')
+    done = mulligan(tmp_path, "sessions", "export", str(two_attempts), "-o", str(precious))
+    assert done.returncode == 1 and "already exists" in done.stderr
+    assert precious.read_text() == '{"id":"e1","type":"session_info","parent_id":null}\n'
+    out = tmp_path / "branch.md"
+    assert mulligan(tmp_path, "sessions", "export", str(two_attempts), "-o", str(out)).returncode \
+        == 0
+    assert stat.S_IMODE(out.stat().st_mode) == 0o600 and "No global" in out.read_text()
+
+
 def test_session_is_an_alias_of_sessions(tmp_path, two_attempts):
     assert mulligan(tmp_path, "session", "ls").stdout == mulligan(tmp_path, "sessions",
                                                                    "ls").stdout

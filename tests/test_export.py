@@ -7,7 +7,13 @@ import stat
 import pytest
 
 from mulligan.session import SessionLog
-from mulligan.session.export import ExportTargetExists, to_markdown, to_text, write_linear
+from mulligan.session.export import (
+    ExportTargetExists,
+    to_markdown,
+    to_text,
+    write_linear,
+    write_new,
+)
 from mulligan.testing import call, reply, say, tool_result, user
 
 READ = call("read", {"path": "main.py"}, id="c1")
@@ -91,3 +97,11 @@ def test_a_damaged_message_is_shown_as_damaged_not_a_crash(tmp_path):
     assert "[e3] assistant\nok" in text
     markdown = to_markdown(entries, tip)
     assert "e2: a message entry without a message object" in markdown and "ok" in markdown
+
+
+def test_a_markdown_export_never_writes_over_an_existing_file(tmp_path):
+    taken = tmp_path / "taken.md"
+    taken.write_text("x")
+    with pytest.raises(ExportTargetExists):
+        write_new(taken, "y")
+    assert taken.read_text() == "x"

@@ -340,6 +340,16 @@ def test_export_writes_the_branch_as_markdown(tmp_path, new_file):
     assert "## You (e2)" in target.read_text() and "an answer" in target.read_text()
 
 
+def test_export_never_writes_over_an_existing_file(tmp_path, new_file):
+    c = controller(tmp_path, ScriptedModel([say("an answer")]), new_file)
+    target = tmp_path / "notes.md"
+    target.write_text("mine")
+    with repl_on(c) as repl:
+        repl.type("a question\r")
+        assert "already exists; exports never overwrite" in repl.type(f"/export md {target}\r")
+    assert target.read_text() == "mine"
+
+
 def test_sessions_lists_this_folders_sessions_and_resume_switches(tmp_path, new_file):
     c = controller(tmp_path, ScriptedModel([say("one"), say("two")]), new_file)
     with repl_on(c) as repl:

@@ -190,13 +190,13 @@ def sessions_tree(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def sessions_export(args: argparse.Namespace, out: TextIO) -> int:
-    from mulligan.session.export import to_markdown, write_linear
+    from mulligan.session.export import to_markdown, write_linear, write_new
 
     file, entries, leaf = _entries_and_leaf(args)
     if args.format == "md":
         text = to_markdown(entries, leaf, title=f"Session {file.stem}")
         if args.output:
-            Path(args.output).write_text(text, encoding="utf-8")
+            write_new(args.output, text)
             print(f"wrote {args.output}", file=out)
         else:
             out.write(text)

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from mulligan.session.branches import blocks_of, labels_of, message_of
-from mulligan.session.store import create_file, now_iso
+from mulligan.session.store import now_iso, private_dirs
 
 
 class ExportTargetExists(ValueError):
@@ -100,7 +100,7 @@ def write_linear(
     from mulligan.session import SessionLog
 
     destination = Path(destination)
-    if destination.exists():
+    if destination.exists():  # checked before any work; _create_new closes the race
         raise ExportTargetExists(f"{destination} already exists; exports never overwrite")
     chosen = branch_entries(entries, leaf_id)
     fields: dict[str, Any] = {}
@@ -109,7 +109,7 @@ def write_linear(
             fields.update({k: entry[k] for k in ("cwd", "model", "name") if entry.get(k)})
     fields.update(info or {})
     fields.update(created=now_iso(), origin_file=os.fspath(origin_file), origin_entry=leaf_id)
-    create_file(destination)
+    os.close(_create_new(destination))
     log = SessionLog(destination, fsync=False)
     log.append_session_info(**fields)
     renamed: dict[str, str] = {}
@@ -123,6 +123,31 @@ def write_linear(
         elif kind == "label" and entry.get("target_id") in renamed:
             log.append_label(renamed[entry["target_id"]], entry.get("label"))
     return destination
+
+
+def write_new(destination: Path | str | os.PathLike[str], text: str) -> Path:
+    """Write `text` (a Markdown export) to the new file `destination`, mode 0600 like the
+    session it comes from (a transcript holds whatever the tools read). Never overwrites:
+    `ExportTargetExists` if the file exists, checked and created in one step."""
+    destination = Path(destination)
+    fd = _create_new(destination)
+    with os.fdopen(fd, "w", encoding="utf-8") as out:
+        out.write(text)
+    return destination
+
+
+def _create_new(destination: Path) -> int:
+    """Create `destination` (mode 0600; missing folders 0700) and return its open descriptor;
+    `ExportTargetExists` if anything is already there, so no export ever writes into or over
+    an existing file, even one that appeared after an earlier check."""
+    private_dirs(destination.parent)
+    try:
+        fd = os.open(destination, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+    except FileExistsError:
+        raise ExportTargetExists(
+            f"{destination} already exists; exports never overwrite") from None
+    os.fchmod(fd, 0o600)  # the umask may have taken bits away; never added any
+    return fd
 
 
 def to_text(entries: Sequence[Mapping[str, Any]], leaf_id: str | None) -> str:
