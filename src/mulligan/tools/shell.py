@@ -36,8 +36,9 @@ class CommandTimedOut(ToolError):
 
 @dataclass
 class CommandRun:
-    """How a command went. `output` is the end of what it printed (at most `keep` bytes, lines
-    cut at the front are dropped whole), `total_lines` counts everything it printed. `ended` is
+    """How a command went. `output` is the end of what it printed (at most `keep` bytes; a line
+    cut at the front is dropped whole unless it is the only one), `total_lines` counts
+    everything it printed. `ended` is
     "exited", "timeout" or "aborted"; `exit_code` is None unless it exited. `held_open` is True
     when background processes still held the output after bash exited (they were stopped)."""
 
@@ -45,7 +46,6 @@ class CommandRun:
     total_lines: int
     ended: Literal["exited", "timeout", "aborted"]
     exit_code: int | None
-    dropped: bool
     held_open: bool
 
 
@@ -64,17 +64,17 @@ class _Tail:
         if len(self.data) > self.keep:
             del self.data[:len(self.data) - self.keep]
 
-    def text(self) -> tuple[str, int, bool]:
-        """(decoded kept text, total lines, whether the front was dropped)."""
-        data, dropped = bytes(self.data), self.size > len(self.data)
+    def text(self) -> tuple[str, int]:
+        """(decoded kept text, total lines)."""
+        data = bytes(self.data)
         cut = data.find(b"\n")
-        if dropped and -1 < cut < len(data) - 1:
+        if self.size > len(data) and -1 < cut < len(data) - 1:
             # The first kept line is a fragment: drop it rather than show half a line. Unless
             # it is all there is (the last line alone is longer than `keep`): then it stays,
             # and the bash tool shows its end and says the line was cut.
             data = data[cut + 1:]
         total = self.newlines + (0 if self.ends_in_newline or not self.size else 1)
-        return data.decode("utf-8", errors="replace"), total, dropped
+        return data.decode("utf-8", errors="replace"), total
 
 
 def run_command(
@@ -104,9 +104,9 @@ def run_command(
         _drain(fd, tail)
     proc.wait()
     proc.stdout.close()
-    output, total, dropped = tail.text()
+    output, total = tail.text()
     return CommandRun(output, total, ended, proc.returncode if ended == "exited" else None,
-                      dropped, held_open)
+                      held_open)
 
 
 def _wait(
