@@ -166,3 +166,15 @@ def test_context_for_model_is_valid_idempotent_and_never_changes_the_record(
     assert not any(m["role"] == "assistant" and m["stop_reason"] in ("error", "aborted")
                    and (not m["content"] or tool_calls(m)) for m in view)
     assert messages == before
+
+
+@settings(deadline=None)
+@given(st.lists(st.lists(IDS, max_size=3, unique=True), max_size=6))
+def test_a_transcript_the_loop_could_write_comes_back_unchanged_however_ids_repeat(
+        turns: list[list[str]]) -> None:
+    messages: list[Message] = [user("go")]
+    for ids in turns:
+        calls = [call("t", id=i) for i in ids]
+        messages.append(reply("", *calls))
+        messages.extend(tool_result(made, f"{made['id']} at {len(messages)}") for made in calls)
+    assert repair_tool_history(messages) == messages
