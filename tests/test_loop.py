@@ -312,6 +312,18 @@ def test_a_model_returning_something_that_is_not_a_message_becomes_an_error() ->
     assert "not an assistant message" in record[-1]["error_message"]
 
 
+def test_a_reply_with_a_malformed_block_ends_the_run_as_an_error_instead_of_raising() -> None:
+    no_id = {"type": "toolCall", "name": "read", "arguments": {}}
+    for content in ([no_id], ["bare words"], [{"type": "text"}]):
+        malformed: Any = {"role": "assistant", "content": content, "stop_reason": "toolUse"}
+        model = ScriptedModel([malformed])
+        events, record = run(model, [tool("read")])
+        assert shape(record) == "U A!", content
+        assert "malformed content block" in record[-1]["error_message"]
+        assert_balanced(events)
+        assert is_valid(record)
+
+
 def test_closing_the_loop_early_answers_open_calls_and_runs_nothing_more() -> None:
     ran: list[str] = []
     model = ScriptedModel([reply(call("a", id="c1"), call("b", id="c2")), say("never")])

@@ -245,13 +245,27 @@ def _failure(exc: Exception) -> str:
     return f"The model failed: {type(exc).__name__}: {exc}"
 
 
+# The fields each kind of content block must have, and their types (DESIGN.md, "Messages").
+_BLOCK_FIELDS: dict[str, dict[str, type]] = {
+    "text": {"text": str}, "thinking": {"thinking": str},
+    "toolCall": {"id": str, "name": str, "arguments": dict},
+}
+
+
 def _checked(answer: Any) -> AssistantMessage:
-    """`answer` if it looks like an assistant message, else an error message saying it did not."""
-    if (isinstance(answer, dict) and answer.get("role") == "assistant"
+    """`answer` if it is an assistant message whose blocks have the wire shape, else an error
+    message saying what is wrong -- so that a malformed reply ends the run as a failure
+    instead of raising from the loop when its blocks are read."""
+    if not (isinstance(answer, dict) and answer.get("role") == "assistant"
             and isinstance(answer.get("content"), list) and "stop_reason" in answer):
-        return answer  # type: ignore[return-value]
-    return error_message(f"The model returned something that is not an assistant message: "
-                         f"{type(answer).__name__}")
+        return error_message(f"The model returned something that is not an assistant message: "
+                             f"{type(answer).__name__}")
+    for block in answer["content"]:
+        fields = _BLOCK_FIELDS.get(str(block.get("type"))) if isinstance(block, dict) else None
+        if fields is None or not all(isinstance(block.get(k), t) for k, t in fields.items()):
+            return error_message(f"The model returned a malformed content block: "
+                                 f"{repr(block)[:200]}")
+    return answer  # type: ignore[return-value]
 
 
 class _Partial:
