@@ -292,6 +292,26 @@ def test_alt_enter_during_a_run_queues_a_follow_up(tmp_path, new_file):
         "go", "now run the tests"]
 
 
+def test_what_was_queued_for_an_aborted_run_goes_back_to_the_input_box(tmp_path, new_file):
+    gate = threading.Event()
+    c = controller(tmp_path, gated_model(gate), new_file)
+    with repl_on(c) as repl:
+        seen = repl.repl.idle_count
+        repl.pipe.send_text("go\r")
+        assert wait_for(lambda: c.is_running)
+        repl.pipe.send_text("use spaces\r")
+        repl.pipe.send_text("then test\x1b\r")
+        assert wait_for(lambda: "(queued as a follow-up: then test)" in repl.buffer.getvalue())
+        repl.pipe.send_text("\x03")  # Ctrl-C: abort the run
+        assert wait_for(lambda: "aborting the run" in repl.buffer.getvalue())
+        gate.set()
+        assert repl.repl.wait_idle(seen)
+        assert "back in the input box: use spaces / then test" in repl.buffer.getvalue()
+        assert "answer to use spaces\nthen test" in repl.type("\r")  # Enter sends the box
+    users = [m["content"] for m in SessionLog(new_file).replay() if m["role"] == "user"]
+    assert users == ["go", "use spaces\nthen test"]
+
+
 def test_alt_enter_at_the_prompt_starts_a_new_line(tmp_path, new_file):
     model = ScriptedModel([say("ok")])
     c = controller(tmp_path, model, new_file)

@@ -205,6 +205,14 @@ class Controller:
     def abort(self) -> None:
         self.harness.abort()
 
+    def take_queued(self) -> list[str]:
+        """Empty the steering and follow-up queues and return their texts, steering first,
+        oldest first. A run that was aborted or failed leaves what was queued for it unsent;
+        the REPL gives it back to the user rather than let it ride along with the next prompt
+        (or vanish at the next /back, which starts a fresh harness)."""
+        steering, follow_ups = self.harness.clear_queues()
+        return steering + follow_ups
+
     # -- the tree -------------------------------------------------------------------------
 
     def entries(self) -> list[dict[str, Any]]:

@@ -230,11 +230,36 @@ class Repl:
                 self._print(f"the run stopped: {exc}", "bold red")
             finally:
                 renderer.finish()
+                self._give_back(self.controller.take_queued())
                 self._mark_idle()
                 self._redraw_soon()
 
         self._worker = threading.Thread(target=work, name="mulligan-run", daemon=True)
         self._worker.start()
+
+    def _give_back(self, queued: list[str]) -> None:
+        """From the worker thread, when a run has ended: messages queued for it that it never
+        took (it was aborted, or failed) go back into the input box, to send, change or clear.
+        Sent with the next prompt unasked, they would answer a run that is over."""
+        if not queued:
+            return
+        self._print(f"(not sent, back in the input box: {' / '.join(queued)})", "yellow")
+        text = "\n".join(queued)
+        loop = self._event_loop
+
+        def refill() -> None:
+            if self.session.app.is_running:
+                buffer = self.session.default_buffer
+                buffer.text = f"{buffer.text}\n{text}" if buffer.text.strip() else text
+                buffer.cursor_position = len(buffer.text)
+            else:  # between prompts: the next one starts with it
+                self._fill = text
+
+        if loop is None or loop.is_closed():
+            self._fill = text
+            return
+        with contextlib.suppress(RuntimeError):  # the loop closed between check and call
+            loop.call_soon_threadsafe(refill)
 
     async def _command(self, line: str) -> bool:
         """Do one slash command; False means quit."""
