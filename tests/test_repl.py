@@ -408,3 +408,21 @@ def test_history_is_kept_across_runs(tmp_path, new_file):
         driver.type("\x1b[A\x1b[A\r")  # Up twice (past "/quit"), then Enter
         driver.quit()
     assert model.calls[-1].messages[-1]["content"] == "remember me"
+
+
+def test_the_banner_and_resume_count_one_message_in_the_singular(tmp_path, new_file):
+    from mulligan.frontends.commands import resume_to
+    from mulligan.frontends.repl import banner
+    from mulligan.testing import user
+
+    log = SessionLog(new_file)
+    new_file.parent.mkdir(parents=True)
+    log.append_session_info(cwd=str(tmp_path))
+    log.append_message(user("only one"))
+    c = controller(tmp_path, ScriptedModel([]), new_file)
+    assert banner(c)[1] == f"session: {new_file} (1 message)"
+    other = new_file.with_name("other.jsonl")
+    SessionLog(other).append_message(user("a"))
+    SessionLog(other).append_message(say("b"))
+    assert resume_to(c, str(other)).lines == [f"resumed {other} (2 messages on its branch)"]
+    c.close()

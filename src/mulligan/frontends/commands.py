@@ -167,7 +167,13 @@ def resume_to(c: Any, target: str) -> Outcome:
     if not Path(target).is_file():
         return Outcome([f"/resume: no session file {target}"], error=True)
     c.resume(Path(target))
-    return Outcome([f"resumed {target} ({len(c.harness.messages)} messages on its branch)"])
+    return Outcome([f"resumed {target} ({count(len(c.harness.messages), 'message')} on its "
+                    "branch)"])
+
+
+def count(number: int, noun: str) -> str:
+    """"1 message", "2 messages"."""
+    return f"{number} {noun}{'' if number == 1 else 's'}"
 
 
 def _model(c: Any, args: list[str], width: int) -> Outcome:

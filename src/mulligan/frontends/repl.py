@@ -29,7 +29,14 @@ from prompt_toolkit.output import Output
 from prompt_toolkit.patch_stdout import patch_stdout
 from rich.console import Console
 
-from mulligan.frontends.commands import COMMANDS, Outcome, back_before, resume_to, run_command
+from mulligan.frontends.commands import (
+    COMMANDS,
+    Outcome,
+    back_before,
+    count,
+    resume_to,
+    run_command,
+)
 from mulligan.frontends.live import LiveRenderer
 from mulligan.session.store import private_dirs
 
@@ -317,7 +324,7 @@ def banner(controller: Any) -> list[str]:
     if controller.session_file is None:
         where = "not saved (--no-session)"
     elif controller.started:
-        where = f"{controller.session_file} ({len(controller.harness.messages)} messages)"
+        where = f"{controller.session_file} ({count(len(controller.harness.messages), 'message')})"
     else:
         where = "new (written at the first message)"
     return [f"mulligan {__version__} · model {model_label(controller.model)} · {controller.cwd}",
