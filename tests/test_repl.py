@@ -410,6 +410,22 @@ def test_history_is_kept_across_runs(tmp_path, new_file):
     assert model.calls[-1].messages[-1]["content"] == "remember me"
 
 
+def test_the_history_file_is_private_like_the_sessions(tmp_path, new_file):
+    import stat
+
+    history = tmp_path / "home" / "history"
+    c = controller(tmp_path, ScriptedModel([say("one")]), new_file)
+    buffer = io.StringIO()
+    with create_pipe_input() as pipe:
+        repl = Repl(c, console=Console(file=buffer, width=100), input=pipe,
+                    output=DummyOutput(), history_file=history)
+        driver = Driver(repl, pipe, buffer)
+        driver.type("my secret plan\r")
+        driver.quit()
+    assert "my secret plan" in history.read_text()
+    assert stat.S_IMODE(history.stat().st_mode) == 0o600
+
+
 def test_the_banner_and_resume_count_one_message_in_the_singular(tmp_path, new_file):
     from mulligan.frontends.commands import resume_to
     from mulligan.frontends.repl import banner

@@ -38,7 +38,7 @@ from mulligan.frontends.commands import (
     run_command,
 )
 from mulligan.frontends.live import LiveRenderer
-from mulligan.session.store import private_dirs
+from mulligan.session.store import create_file
 
 
 class SlashCompleter(Completer):
@@ -84,7 +84,7 @@ class Repl:
         self.idle_count = 0          # how many times the REPL has come to rest; for tests
         history: History = InMemoryHistory()
         if history_file is not None:
-            private_dirs(history_file.parent)
+            create_file(history_file)  # 0600 in 0700 folders: it holds every prompt typed
             history = FileHistory(str(history_file))
         self.session: PromptSession[str] = PromptSession(
             multiline=True, key_bindings=self._bindings(), history=history,
