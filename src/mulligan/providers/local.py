@@ -318,10 +318,11 @@ class _Turn:
         else:
             message = assistant_message(self.partial(), "stop")
         if timings:
-            cached = int(timings.get("cache_n", 0))
-            message["usage"] = {"input": int(timings.get("prompt_n", 0)) + cached,
+            # As for the hosted providers: "input" is what had to be read, "cache_read" what
+            # llama.cpp's prompt cache supplied (their sum is the whole prompt).
+            message["usage"] = {"input": int(timings.get("prompt_n", 0)),
                                 "output": int(timings.get("predicted_n", 0)),
-                                "cache_read": cached}
+                                "cache_read": int(timings.get("cache_n", 0))}
         return self._stamp(message)
 
     def _refuse_repeat(self, message: AssistantMessage) -> AssistantMessage:
