@@ -3,6 +3,7 @@ protocol of OpenAI and of every OpenAI-compatible server on a base URL)."""
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -11,7 +12,7 @@ import pytest
 
 from fakes import openai_server as wire
 from fakes.http_server import Drop, ScriptedServer, Sse
-from mulligan.messages import AssistantMessage, Message
+from mulligan.messages import AssistantMessage, Message, tool_calls
 from mulligan.providers.base import StreamDelta, ToolSpec
 from mulligan.providers.openai_chat import OpenAIChatModel
 from mulligan.providers.retry import Backoff
@@ -112,6 +113,23 @@ def test_two_tool_calls_in_one_reply_are_told_apart_by_index(serve: Any) -> None
     _, message = run(model(server), [user("Read both")], [READ])
     assert [(b["id"], b["arguments"]) for b in message["content"]] == [  # type: ignore[typeddict-item]
         ("call_A", {"path": "a.py"}), ("call_B", {"path": "b.py"})]
+
+
+def test_tool_calls_from_a_server_that_sends_no_ids_get_ids_unique_across_replies(
+        serve: Any) -> None:
+    def id_less_call(path: str) -> list[Any]:
+        return [wire.chunk({"tool_calls": [{"index": 0, "type": "function", "function": {
+            "name": "read", "arguments": json.dumps({"path": path})}}]})]
+
+    server = serve(wire.reply(id_less_call("a.py"), finish_reason="tool_calls"),
+                   wire.reply(id_less_call("b.py"), finish_reason="tool_calls"))
+    m = model(server)
+    _, first = run(m, [user("Read a")], [READ])
+    [a] = tool_calls(first)
+    _, second = run(m, [user("Read a"), first, tool_result(a, "A")], [READ])
+    [b] = tool_calls(second)
+    assert (a["arguments"], b["arguments"]) == ({"path": "a.py"}, {"path": "b.py"})
+    assert a["id"] and b["id"] and a["id"] != b["id"]
 
 
 def test_tool_calls_go_back_on_the_assistant_message_and_results_as_tool_messages(

@@ -20,6 +20,7 @@ Usage: "input" counts prompt tokens not read from the cache, "cache_read" those 
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -192,7 +193,10 @@ class _Fold:
         call = self._by_index.get(index)
         # Some servers reuse index 0 for every call of a reply: a new id means a new call.
         if call is None or (fragment.id and call.pieces and fragment.id != call.id):
-            call = _ToolCall(fragment.id or f"call_{len(self._calls) + 1}", "")
+            # A server that sends no id: make one that no other reply of the session has
+            # (a repeated id would pair results with the wrong call, and Anthropic refuses
+            # a transcript that repeats one).
+            call = _ToolCall(fragment.id or f"call_{uuid.uuid4().hex[:24]}", "")
             self._calls.append(call)
             self._by_index[index] = call
         function = fragment.function
