@@ -92,3 +92,31 @@ def test_fork_copies_the_branch_into_a_new_file_and_moves_the_lease(tmp_path):
     assert new != old and c.session_file == new and c.lease.session == new
     assert not old.with_name(old.name + ".lease").exists()
     assert SessionLog(new).replay() == SessionLog(old).replay()
+
+
+def test_no_command_changes_the_entries_the_log_hands_out(tmp_path):
+    # SessionLog.entries() and replay() hand out the log's own cached dicts: a command that
+    # changed one would change what every later call (and the next run) sees, not the file.
+    from mulligan.frontends.commands import run_command
+    from mulligan.session.export import to_markdown, to_text, write_linear
+
+    c = make(tmp_path, [say("one"), say("two"), say("three")])
+    list(c.run_prompt("first"))
+    list(c.run_prompt("second"))
+    log = c.log
+    c.label("e3", "kept")
+    c.edit()
+    list(c.run_prompt("again"))
+    entries = log.entries()
+    to_markdown(entries, "e5")
+    to_text(entries, log.tip())
+    write_linear(entries, "e5", tmp_path / "copy.jsonl", origin_file=log.path)
+    for line in ("/tree all", "/sessions", "/back", f"/export md {tmp_path / 'x.md'}",
+                 f"/export jsonl {tmp_path / 'y.jsonl'}"):
+        run_command(c, line)
+    c.user_choices()
+    assert log.entries() == SessionLog(log.path).entries()
+    assert log.replay() == SessionLog(log.path).replay()
+    c.fork()
+    assert log.entries() == SessionLog(log.path).entries()
+    c.close()
