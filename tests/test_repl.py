@@ -383,6 +383,16 @@ def test_sessions_lists_this_folders_sessions_and_resume_switches(tmp_path, new_
         assert c.lease is not None and c.lease.session == new_file
 
 
+def test_a_mistyped_id_is_named_in_one_short_line(tmp_path, new_file):
+    c = controller(tmp_path, ScriptedModel([say("an answer")]), new_file)
+    with repl_on(c) as repl:
+        repl.type("a question\r")
+        for command in ("/back e99", "/label e99 x", "/edit e99"):
+            shown = repl.type(f"{command}\r").strip().splitlines()
+            name = command.split()[0]
+            assert shown == [f"{name}: no entry has the id 'e99'; /tree shows the ids"]
+
+
 def test_an_unknown_command_is_named(tmp_path, new_file):
     c = controller(tmp_path, ScriptedModel([]), new_file)
     with repl_on(c) as repl:

@@ -80,7 +80,7 @@ def run_command(controller: Any, line: str, *, width: int = 80) -> Outcome:
     """Do the slash command `line`. A refusal or bad argument is an Outcome with `error` set and
     a line saying why; nothing here raises for those."""
     from mulligan.app import Refused
-    from mulligan.session import SessionError
+    from mulligan.session import SessionError, UnknownEntry
     from mulligan.session.lease import LeaseHeld
 
     try:
@@ -95,6 +95,8 @@ def run_command(controller: Any, line: str, *, width: int = 80) -> Outcome:
         return Outcome([f"unknown command /{name}; /help lists them"], error=True)
     try:
         return handler(controller, args, width)
+    except UnknownEntry as exc:  # a mistyped id: the session's path would only be noise
+        return Outcome([f"/{name}: {exc.problem}; /tree shows the ids"], error=True)
     except (Refused, SessionError, LeaseHeld, ValueError, OSError) as exc:
         return Outcome([str(exc)], error=True)
 
