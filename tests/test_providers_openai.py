@@ -185,6 +185,17 @@ def test_a_content_filter_stop_is_an_error_that_keeps_the_text(serve: Any) -> No
     assert "content filter" in message["error_message"]
 
 
+def test_a_refusal_is_shown_and_ends_as_an_error_that_keeps_it(serve: Any) -> None:
+    server = serve(wire.reply([wire.chunk({"content": None, "refusal": "I'm sorry, "}),
+                               wire.chunk({"refusal": "I can't help with that."})]))
+    deltas, message = run(model(server), [user("Hi")])
+    assert deltas == [{"type": "text", "delta": "I'm sorry, "},
+                      {"type": "text", "delta": "I can't help with that."}]
+    assert message["stop_reason"] == "error"
+    assert message["content"] == [{"type": "text", "text": "I'm sorry, I can't help with that."}]
+    assert "refusal" in message["error_message"]
+
+
 def test_a_429_with_retry_after_is_retried_after_the_wait_the_server_asked_for(
         serve: Any) -> None:
     server = serve(wire.error(429, "Rate limit reached for requests", "requests",

@@ -11,7 +11,8 @@ Shapes, ours <-> Chat Completions':
 - tool calls stream as fragments keyed by ``index``: the first carries id and name, the rest
   pieces of the arguments string; they are put together here;
 - ``reasoning_content`` / ``reasoning`` deltas (vLLM, llama.cpp, ollama, OpenRouter) become
-  thinking; thinking is never sent back;
+  thinking; thinking is never sent back; ``refusal`` deltas are shown as text and end the
+  message as an error that keeps them;
 - a failed assistant message sends only its text; a tool result whose call was not sent is not
   sent either.
 Usage: "input" counts prompt tokens not read from the cache, "cache_read" those that were.
@@ -151,6 +152,7 @@ class _Fold:
         self._calls: list[_ToolCall] = []
         self._by_index: dict[int, _ToolCall] = {}
         self._finish: str | None = None
+        self._refused = False
         self._usage: Usage = {}
 
     def feed(self, chunk: Any) -> list[StreamDelta]:
@@ -170,6 +172,12 @@ class _Fold:
                 if delta.content:
                     self._add("text", delta.content)
                     deltas.append({"type": "text", "delta": delta.content})
+                refusal = getattr(delta, "refusal", None)
+                if isinstance(refusal, str) and refusal:
+                    # Shown and kept as text; the message then ends as an error.
+                    self._refused = True
+                    self._add("text", refusal)
+                    deltas.append({"type": "text", "delta": refusal})
                 for fragment in delta.tool_calls or []:
                     deltas.append(self._tool_fragment(fragment))
             if choice.finish_reason:
@@ -228,6 +236,9 @@ class _Fold:
     def message(self) -> AssistantMessage:
         if self._finish == "content_filter":
             return error_message("openai: the reply was stopped by the content filter",
+                                 content=self.partial())
+        if self._refused:
+            return error_message("openai: the model declined to answer (refusal)",
                                  content=self.partial())
         stop = _STOP.get(self._finish or "stop", "stop")
         content = self.partial()
