@@ -233,6 +233,24 @@ def test_session_check_reports_a_torn_line_and_repair_sets_it_aside(tmp_path, tw
     assert mulligan(tmp_path, "session", "check", str(two_attempts)).returncode == 0
 
 
+def test_show_tree_and_export_of_a_damaged_file_point_to_check_and_repair(tmp_path):
+    damaged = tmp_path / "damaged.jsonl"
+    damaged.write_text('{"id": "e1", "type": "message", "parent_id": "e40", '
+                       '"message": {"role": "user", "content": "hi"}}\n')
+    for action in ("show", "export"):
+        done = mulligan(tmp_path, "sessions", action, str(damaged))
+        assert done.returncode == 1 and "e40" in done.stderr, action
+        assert "'mulligan session check FILE' says what is wrong" in done.stderr, action
+        assert "Traceback" not in done.stderr
+
+
+def test_a_folder_given_as_session_is_named_in_one_line(tmp_path):
+    done = mulligan(tmp_path, "-p", "x", "--session", str(tmp_path), "--model",
+                    script(tmp_path, "ok"))
+    assert (done.returncode, done.stderr) == (
+        1, f"mulligan: --session {tmp_path}: is a folder, not a session file\n")
+
+
 def test_session_migrate_gives_an_old_file_parents(tmp_path):
     old = tmp_path / "old.jsonl"
     old.write_text(json.dumps({"role": "user", "content": "hi"}) + "\n"

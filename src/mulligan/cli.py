@@ -134,7 +134,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"mulligan: {exc}", file=err)
         from mulligan.session import SessionError
 
-        if isinstance(exc, SessionError) and args.command is None:
+        if isinstance(exc, SessionError) and getattr(args, "action", None) not in (
+                "check", "repair", "migrate"):
             print("mulligan: 'mulligan session check FILE' says what is wrong with a session "
                   "file, and 'mulligan session repair FILE' makes it readable again", file=err)
         return 1

@@ -56,7 +56,10 @@ def choose_session_file(args: argparse.Namespace, home: Path, cwd: Path) -> Path
     if args.no_session:
         return None
     if args.session:
-        return Path(args.session).expanduser().resolve()
+        given = Path(args.session).expanduser().resolve()
+        if given.is_dir():
+            raise IsADirectoryError(f"--session {given}: is a folder, not a session file")
+        return given
     if args.continue_:
         found = newest_session(home, cwd)
         if found is None:
