@@ -12,6 +12,7 @@ from fakes import anthropic_server as claude
 from fakes import openai_server as gpt
 from fakes.http_server import ScriptedServer
 from mulligan.providers.anthropic import AnthropicModel
+from mulligan.providers.config import is_openai_itself
 from mulligan.providers.errors import ConfigError, MissingApiKey, UnknownModel
 from mulligan.providers.openai_chat import OpenAIChatModel
 from mulligan.providers.registry import default_model_name, resolve_model
@@ -89,6 +90,19 @@ def test_an_openai_compatible_server_on_a_base_url_needs_no_key(
     assert model.complete("sys", [user("Hi")], [])["stop_reason"] == "stop"
     assert sent_key(openai_server) == "not-needed"
     assert openai_server.requests[0].body["model"] == "qwen2.5-coder"
+
+
+def test_openais_own_url_as_the_base_url_still_needs_openai_api_key(tmp_path: Path) -> None:
+    # Some set OPENAI_BASE_URL to OpenAI's own endpoint: that is no keyless local server.
+    with pytest.raises(MissingApiKey, match="OPENAI_API_KEY"):
+        resolve_model("openai/gpt-5.5", env={"OPENAI_BASE_URL": "https://api.openai.com/v1"},
+                      home=tmp_path)
+
+
+def test_only_openais_own_host_counts_as_openai_itself() -> None:
+    assert is_openai_itself(None) and is_openai_itself("https://api.openai.com/v1")
+    assert not is_openai_itself("http://localhost:11434/v1")
+    assert not is_openai_itself("https://openrouter.ai/api/v1")
 
 
 def test_the_base_url_argument_wins_over_the_config_file(

@@ -19,6 +19,7 @@ import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from mulligan.providers.errors import ConfigError
 
@@ -113,3 +114,10 @@ def base_url(provider: str, config: Mapping[str, Any], env: Mapping[str, str]) -
         return from_env
     configured = provider_settings(config, provider).get("base_url", "").strip()
     return configured or None
+
+
+def is_openai_itself(url: str | None) -> bool:
+    """True when an openai/... model talks to OpenAI's own API: no base URL, or one on
+    api.openai.com (as OPENAI_BASE_URL is sometimes set). Any other URL is an
+    OpenAI-compatible server."""
+    return url is None or urlsplit(url.strip()).hostname == "api.openai.com"

@@ -40,6 +40,7 @@ from mulligan.messages import (
     is_failed,
 )
 from mulligan.providers.base import StreamDelta, ToolSpec
+from mulligan.providers.config import is_openai_itself
 from mulligan.providers.errors import Failure
 from mulligan.providers.retry import Backoff, parse_retry_after
 from mulligan.providers.streaming import SdkModel
@@ -52,8 +53,9 @@ class OpenAIChatModel(SdkModel):
     """A chat model over /chat/completions. `name` is "openai/<model_id>".
 
     `base_url` points the SDK at another server ("http://localhost:11434/v1" for ollama).
-    `max_tokens`, when given, is sent as ``max_completion_tokens`` to OpenAI and as
-    ``max_tokens`` to a server on a base URL (omitted otherwise: the server decides).
+    `max_tokens`, when given, is sent as ``max_completion_tokens`` to OpenAI (no base URL, or
+    one on api.openai.com) and as ``max_tokens`` to any other server (omitted otherwise: the
+    server decides).
     `include_usage` asks for the final usage chunk (``stream_options``).
     `backoff`/`max_retries`, `sleep` and `timeout` as for `AnthropicModel`.
     """
@@ -88,7 +90,7 @@ class OpenAIChatModel(SdkModel):
                 "parameters": t["parameters"]}} for t in tools]
         if self.max_tokens is not None:
             # OpenAI's own reasoning models refuse max_tokens; compatible servers know only it.
-            limit = "max_completion_tokens" if self.base_url is None else "max_tokens"
+            limit = "max_completion_tokens" if is_openai_itself(self.base_url) else "max_tokens"
             params[limit] = self.max_tokens
         if self.include_usage:
             params["stream_options"] = {"include_usage": True}

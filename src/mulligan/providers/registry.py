@@ -23,6 +23,7 @@ from mulligan.providers.config import (
     KEY_VARIABLES,
     api_key,
     config_path,
+    is_openai_itself,
     load_config,
     provider_settings,
 )
@@ -113,7 +114,7 @@ def resolve_model(
     url = base_url or configured_base_url(provider, config, env)
     key = api_key(provider, config, env)
     if key is None:
-        if provider == "openai" and url:
+        if provider == "openai" and not is_openai_itself(url):
             key = NO_KEY_PLACEHOLDER
         else:
             raise MissingApiKey(provider, KEY_VARIABLES[provider], str(config_path(home)))
