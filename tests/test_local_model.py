@@ -33,6 +33,7 @@ from mulligan.providers.local import (
     resolve_local,
 )
 from mulligan.providers.local_chat import chat_messages
+from mulligan.providers.local_engine import load_engine
 from mulligan.providers.local_reply import ReplyScanner, parse_reply, reply_schema
 
 SRC = Path(__file__).resolve().parents[1] / "src"
@@ -79,6 +80,18 @@ def test_loading_the_model_writes_one_progress_line_naming_file_and_size(loaded:
     _, progress = loaded
     assert progress.startswith("loading model SmolLM2-135M-Instruct.Q4_1.gguf (")
     assert " MB)... done in " in progress and progress.endswith(" s\n")
+
+
+def test_the_file_is_loaded_once_per_process_and_shared_by_models_with_its_settings(
+        model: LocalModel) -> None:
+    progress = io.StringIO()
+    twin = LocalModel(model.path, n_ctx=N_CTX, n_threads=model.n_threads, max_tokens=4,
+                      progress=progress)
+    twin.load()
+    assert twin.complete("", [user_message("Hi")], [])["stop_reason"] in ("stop", "length")
+    assert progress.getvalue() == ""
+    assert load_engine(model.path, n_ctx=N_CTX, n_threads=model.n_threads) is load_engine(
+        twin.path, n_ctx=twin.n_ctx, n_threads=twin.n_threads)
 
 
 def test_a_plain_answer_streams_as_text_deltas(model: LocalModel) -> None:

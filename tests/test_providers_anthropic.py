@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -131,6 +132,23 @@ def test_tool_results_go_back_as_tool_result_blocks_in_one_user_turn(serve: Any)
             {"type": "tool_result", "tool_use_id": "toolu_01B", "content": "no such file",
              "is_error": True},
             {"type": "text", "text": "and be quick"}]}]
+
+
+def test_the_callers_messages_and_tools_are_never_changed(serve: Any) -> None:
+    # The transcript's dicts are shared with the session log: marking the newest turn for
+    # caching must build new blocks, never touch these.
+    server = serve(wire.text_reply("ok"), wire.text_reply("ok"))
+    a = call("read", {"path": "a.py"}, id="toolu_01A")
+    thought: AssistantMessage = {"role": "assistant", "stop_reason": "toolUse", "content": [
+        {"type": "thinking", "thinking": "Read it.", "signature": "EqQB"}, a]}
+    m = model(server, thinking_budget=2048)
+    for history in ([user("Read a.py"), thought, tool_result(a, "print(1)")],
+                    [user("Read a.py"), thought, tool_result(a, "print(1)"), user("and?")]):
+        tools = [READ]
+        before = copy.deepcopy((history, tools))
+        run(m, history, tools)
+        assert (history, tools) == before
+    assert "cache_control" in server.requests[1].body["messages"][-1]["content"][-1]
 
 
 def test_thinking_is_streamed_kept_with_its_signature_and_sent_back_with_it(serve: Any) -> None:

@@ -3,6 +3,7 @@ protocol of OpenAI and of every OpenAI-compatible server on a base URL)."""
 
 from __future__ import annotations
 
+import copy
 import json
 import threading
 from collections.abc import Iterator
@@ -149,6 +150,16 @@ def test_tool_calls_go_back_on_the_assistant_message_and_results_as_tool_message
              "function": {"name": "read", "arguments": '{"path": "b.py"}'}}]},
         {"role": "tool", "tool_call_id": "call_A", "content": "A"},
         {"role": "tool", "tool_call_id": "call_B", "content": "no such file"}]
+
+
+def test_the_callers_messages_and_tools_are_never_changed(serve: Any) -> None:
+    server = serve(wire.text_reply("ok"))
+    a = call("read", {"path": "a.py"}, id="call_A")
+    history: list[Message] = [user("Read a.py"), reply("On it.", a), tool_result(a, "A")]
+    tools = [READ]
+    before = copy.deepcopy((history, tools))
+    run(model(server), history, tools)
+    assert (history, tools) == before
 
 
 def test_reasoning_deltas_become_thinking_that_is_never_sent_back(serve: Any) -> None:
