@@ -105,3 +105,23 @@ def test_a_markdown_export_never_writes_over_an_existing_file(tmp_path):
     with pytest.raises(ExportTargetExists):
         write_new(taken, "y")
     assert taken.read_text() == "x"
+
+
+def test_a_linear_copy_keeps_the_labels_and_name_tree_shows_even_from_an_abandoned_attempt(
+        tmp_path):
+    log = SessionLog(tmp_path / "s.jsonl", fsync=False)
+    log.append_session_info(cwd="/work")
+    log.append_message(user("Make it faster."))
+    log.append_message(say("Cache it?"))
+    log.append_message(user("Do it."))
+    log.append_label("e3", "the offer")      # these two hang on the attempt left behind
+    log.append_session_info(name="caching")
+    log.branch_to("e3")
+    log.append_message(user("No global."))
+    target = tmp_path / "copy.jsonl"
+    write_linear(log.entries(), log.tip(), target, origin_file=log.path)
+    copy = SessionLog(target).entries()
+    assert copy[0]["name"] == "caching"
+    (label,) = [e for e in copy if e["type"] == "label"]
+    assert label["label"] == "the offer"
+    assert SessionLog(target).entry(label["target_id"])["message"] == say("Cache it?")

@@ -93,10 +93,13 @@ def write_linear(
     origin_file: Path | str | os.PathLike[str], info: Mapping[str, Any] | None = None,
 ) -> Path:
     """Write the branch ending at `leaf_id` into the new session file `destination` (mode 0600)
-    as a straight line: a session_info entry first (the origin's cwd/model/name, then `info`,
-    plus origin_file and origin_entry = `leaf_id`), then the branch's messages, labels and model
-    changes with fresh ids e1, e2, ... Branch lines and older session_info entries are not
-    copied: the new file has one attempt. `ExportTargetExists` if `destination` exists."""
+    as a straight line: a session_info entry first (the origin's cwd/model from the branch, its
+    name as `sessions ls` shows it, then `info`, plus origin_file and origin_entry = `leaf_id`),
+    then the branch's messages and model changes with fresh ids e1, e2, ..., then the labels
+    the copied entries carry, as /tree shows them (a label set before the session went back
+    hangs on the abandoned attempt, but names an entry on this branch all the same). Branch
+    lines and older session_info entries are not copied: the new file has one attempt.
+    `ExportTargetExists` if `destination` exists."""
     from mulligan.session import SessionLog
 
     destination = Path(destination)
@@ -107,6 +110,9 @@ def write_linear(
     for entry in chosen:
         if entry.get("type") == "session_info":
             fields.update({k: entry[k] for k in ("cwd", "model", "name") if entry.get(k)})
+    names = [e["name"] for e in entries if e.get("type") == "session_info" and e.get("name")]
+    if names:  # the newest, wherever it hangs: the name `sessions ls` shows
+        fields["name"] = names[-1]
     fields.update(info or {})
     fields.update(created=now_iso(), origin_file=os.fspath(origin_file), origin_entry=leaf_id)
     os.close(_create_new(destination))
@@ -120,8 +126,9 @@ def write_linear(
         elif kind == "model_change":
             renamed[entry["id"]] = log.append_model_change(entry.get("provider"),
                                                            entry.get("model"))
-        elif kind == "label" and entry.get("target_id") in renamed:
-            log.append_label(renamed[entry["target_id"]], entry.get("label"))
+    for target, text in labels_of(entries).items():
+        if target in renamed:
+            log.append_label(renamed[target], text)
     return destination
 
 
