@@ -31,7 +31,7 @@ from mulligan.session.errors import (
     TargetExists,
     TornLine,
 )
-from mulligan.session.log import timestamp
+from mulligan.session.log import _fsync_folder, _write_all, timestamp
 
 _SHOW = 50  # problems listed by format(); the rest are counted
 
@@ -276,23 +276,13 @@ def _write_sidecar(name: str, fragment: bytes) -> str:
         except FileExistsError:
             continue
         try:
-            view = memoryview(fragment)
-            while view:
-                view = view[os.write(fd, view):]
+            _write_all(fd, fragment)
             os.fsync(fd)
         finally:
             os.close(fd)
         _fsync_folder(sidecar)
         return sidecar
     raise FileExistsError(f"{base}: too many sidecar files already")
-
-
-def _fsync_folder(name: str) -> None:
-    fd = os.open(os.path.dirname(os.path.abspath(name)), os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 # ---- migrate ------------------------------------------------------------------------------
@@ -366,9 +356,7 @@ def _write_new(new_name: str, body: bytes) -> None:
     fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
     try:
         try:
-            view = memoryview(body)
-            while view:
-                view = view[os.write(fd, view):]
+            _write_all(fd, body)
             os.fsync(fd)
         finally:
             os.close(fd)

@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from mulligan.session.branches import message_leaves, message_of
+from mulligan.session.log import timestamp
 
 SUFFIX = ".jsonl"
 
@@ -74,7 +75,7 @@ def create_file(path: Path) -> None:
 
 def now_iso() -> str:
     """The current UTC time as entries write it: ``2026-11-30T10:00:00.000Z``."""
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+    return timestamp()
 
 
 @dataclass
