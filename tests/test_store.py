@@ -94,8 +94,12 @@ def test_a_message_entry_of_the_wrong_shape_is_listed_not_a_crash(tmp_path):
                          user("fine"))
     odd = folder_dir(home, cwd) / "2026-01-02T00-00-00_bbbbbb.jsonl"
     odd.write_text('{"id": "e1", "type": "session_info", "parent_id": null, "name": 5}\n'
-                   '{"id": "e2", "type": "message", "parent_id": "e1", "message": "oops"}\n')
+                   '{"id": "e2", "type": "message", "parent_id": "e1", "message": "oops", '
+                   '"timestamp": 7}\n')
     found = {s.path: s for s in list_sessions(home, cwd)}
     assert (found[odd].name, found[odd].entries, found[odd].first_message) == ("5", 2, "")
     assert found[Path(good.path)].first_message == "fine"
     assert newest_session(home, cwd) in (odd, Path(good.path))  # no crash: -c still works
+    from mulligan.frontends.commands import format_sessions
+
+    assert any(str(odd) in line for line in format_sessions(list_sessions(home, cwd)))

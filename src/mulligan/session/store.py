@@ -115,6 +115,7 @@ def summarize(path: Path) -> SessionSummary:
         if not first and message is not None and message.get("role") == "user":
             first = " ".join(str(message.get("content", "")).split())
     last = entries[-1].get("timestamp") if entries else None
+    last = last if isinstance(last, str) else None  # a hand-edited file may hold anything
     return SessionSummary(path, name, cwd, len(entries), len(message_leaves(entries)),
                           last or mtime, first)
 
