@@ -233,6 +233,18 @@ def test_session_check_reports_a_torn_line_and_repair_sets_it_aside(tmp_path, tw
     assert mulligan(tmp_path, "session", "check", str(two_attempts)).returncode == 0
 
 
+def test_continue_refuses_a_damaged_newest_session_rather_than_resume_an_older_one(tmp_path):
+    assert mulligan(tmp_path, "-p", "old talk", "--model", script(tmp_path, "ok")).returncode == 0
+    assert mulligan(tmp_path, "-p", "new talk", "--model", script(tmp_path, "ok")).returncode == 0
+    older, newer = sorted(session_files(tmp_path), key=lambda f: "new talk" in f.read_text())
+    with open(newer, "ab") as f:
+        f.write(b'{"id": "e9", "type": "mess')  # a write cut off by a crash
+    done = mulligan(tmp_path, "-c", "-p", "go on", "--model", script(tmp_path, "ok"))
+    assert done.returncode == 1
+    assert str(newer) in done.stderr and "session repair" in done.stderr
+    assert "go on" not in older.read_text()
+
+
 def test_show_tree_and_export_of_a_damaged_file_point_to_check_and_repair(tmp_path):
     damaged = tmp_path / "damaged.jsonl"
     damaged.write_text('{"id": "e1", "type": "message", "parent_id": "e40", '

@@ -79,7 +79,7 @@ def test_an_unreadable_file_is_listed_with_its_problem_not_raised(tmp_path):
     bad.write_text('{"id": "e1", "type": "message"')  # torn: no newline
     (summary,) = list_sessions(home, cwd)
     assert summary.problem
-    assert newest_session(home, cwd) is None
+    assert newest_session(home, cwd) == bad  # for -c to refuse by name, not to skip
 
 
 def test_a_folder_with_no_sessions_has_no_newest(tmp_path):

@@ -101,7 +101,8 @@ def summarize(path: Path) -> SessionSummary:
     `problem` naming why, never raised."""
     from mulligan.session import SessionError, SessionLog
 
-    mtime = datetime.fromtimestamp(path.stat().st_mtime, UTC).strftime("%Y-%m-%dT%H:%M:%S.000Z")
+    mtime = datetime.fromtimestamp(path.stat().st_mtime, UTC).isoformat(
+        timespec="milliseconds").replace("+00:00", "Z")  # as entries write it, to sort beside them
     try:
         entries = SessionLog(path).entries()
     except (SessionError, OSError, ValueError) as exc:
@@ -137,6 +138,8 @@ def list_sessions(home: Path, cwd: Path | None = None) -> list[SessionSummary]:
 
 
 def newest_session(home: Path, cwd: Path) -> Path | None:
-    """The session of `cwd` with the most recent activity, or None if it has none."""
-    found = [s for s in list_sessions(home, cwd) if not s.problem]
+    """The session of `cwd` with the most recent activity, or None if it has none. A damaged
+    one is not skipped (its activity is its file's mtime): `mulligan -c` then refuses it by
+    name, with the way to repair it, rather than carry on in an older conversation."""
+    found = list_sessions(home, cwd)
     return found[0].path if found else None
