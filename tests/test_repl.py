@@ -383,6 +383,21 @@ def test_sessions_lists_this_folders_sessions_and_resume_switches(tmp_path, new_
         assert c.lease is not None and c.lease.session == new_file
 
 
+def test_only_this_folders_sessions_are_numbered_since_resume_n_counts_those(tmp_path, new_file):
+    elsewhere = Controller(model=ScriptedModel([say("there")]), tools=[], cwd=tmp_path,
+                           home=tmp_path / "home",
+                           session_file=new_session_path(tmp_path / "home", tmp_path))
+    list(elsewhere.run_prompt("in another folder"))
+    elsewhere.close()
+    c = controller(tmp_path, ScriptedModel([say("here")]), new_file)
+    with repl_on(c) as repl:
+        repl.type("in this folder\r")
+        assert "  1. " in repl.type("/sessions\r")
+        every = repl.type("/sessions all\r")
+        assert "in another folder" in every
+        assert not any(line.lstrip()[:2] in ("1.", "2.") for line in every.splitlines())
+
+
 def test_a_mistyped_id_is_named_in_one_short_line(tmp_path, new_file):
     c = controller(tmp_path, ScriptedModel([say("an answer")]), new_file)
     with repl_on(c) as repl:

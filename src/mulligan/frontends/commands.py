@@ -22,7 +22,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "label": ("ID TEXT", "label an entry (empty TEXT removes the label)"),
     "name": ("TEXT", "name this session"),
     "fork": ("", "copy the current branch into a new session file and continue there"),
-    "sessions": ("[all]", "this folder's sessions, newest first"),
+    "sessions": ("[all]", "this folder's sessions, numbered for /resume, newest first"),
     "resume": ("[N|FILE]", "switch to another session (alone: pick one)"),
     "model": ("[NAME]", "show or change the model (recorded in the session)"),
     "export": ("[md|jsonl] [FILE]", "write the current branch as Markdown or a new session"),
@@ -149,7 +149,8 @@ def _fork(c: Any, args: list[str], width: int) -> Outcome:
 
 def _sessions(c: Any, args: list[str], width: int) -> Outcome:
     every = bool(args and args[0] == "all")
-    return Outcome(format_sessions(c.sessions(every_folder=every), numbered=True,
+    # Numbers are what `/resume N` takes, and it counts this folder's sessions only.
+    return Outcome(format_sessions(c.sessions(every_folder=every), numbered=not every,
                                    show_folder=every))
 
 
