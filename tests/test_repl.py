@@ -467,3 +467,13 @@ def test_the_banner_and_resume_count_one_message_in_the_singular(tmp_path, new_f
     SessionLog(other).append_message(say("b"))
     assert resume_to(c, str(other)).lines == [f"resumed {other} (2 messages on its branch)"]
     c.close()
+
+
+def test_a_tool_call_whose_arguments_are_not_an_object_is_shown_not_a_crash():
+    from mulligan.frontends.live import LiveRenderer
+
+    buffer = io.StringIO()
+    renderer = LiveRenderer(Console(file=buffer, width=100, color_system=None))
+    renderer.render({"type": "tool_execution_start", "tool_call_id": "c1", "tool_name": "read",
+                     "arguments": ["main.py"]})
+    assert '▸ read ["main.py"]' in buffer.getvalue()

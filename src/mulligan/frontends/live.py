@@ -132,8 +132,9 @@ class LiveRenderer:
         return self.last is not None and self.last.get("stop_reason") not in ("error", "aborted")
 
 
-def _brief(arguments: dict[str, Any], room: int = 100) -> str:
-    if len(arguments) == 1:
+def _brief(arguments: Any, room: int = 100) -> str:
+    # A model may send arguments of any JSON shape; run_tool refuses them, the screen shows them.
+    if isinstance(arguments, dict) and len(arguments) == 1:
         (value,) = arguments.values()
         text = value if isinstance(value, str) else json.dumps(value)
     else:
