@@ -2,12 +2,15 @@
 
 `Controller` is what every frontend drives -- the REPL, print mode, tests. It holds one
 `Harness` whose transcript is always computed from the session file (`log.replay()`), one
-`SessionLog`, and the lease on that file. Methods either succeed or raise `Refused`, whose
-message says why in words a user can act on; nothing here prints.
+`SessionLog`, and the lease on that file. Methods either succeed or raise: `Refused` (the
+command cannot be done now), `LeaseHeld` (another process has the session), or a
+`SessionError` naming what is wrong in the file; each message says why in words a user can
+act on. Nothing here prints.
 
-Nothing is written to disk until the first message of a new session ends: then the file is
-created (0600), its lease taken, and a session_info entry (cwd, created, model) written before
-the message. From then on every message is appended as it ends.
+No session file is written until the first message of a new session ends: then its lease is
+taken (print mode takes it before the run), the file created (0600), and a session_info entry
+(cwd, created, model) written before the message. From then on every message is appended as
+it ends.
 """
 
 from __future__ import annotations
