@@ -73,3 +73,23 @@ def test_this_process_cannot_take_its_own_lease_twice(tmp_path):
     assert not is_free(session)
     lease.release()
     assert is_free(session)
+
+
+def test_a_reader_glancing_at_a_stale_lease_does_not_make_a_taker_over_fail(tmp_path):
+    # `sessions ls` (is_free) holds a shared lock on a stale lease file for a moment; a
+    # `mulligan -c` taking the lease over at that moment must wait it out, not be refused.
+    import fcntl
+    import socket
+    import threading
+
+    session = tmp_path / "s.jsonl"
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()  # a holder that was killed: its pid names no process now
+    lease_path(session).write_text(json.dumps({"pid": gone.pid, "host": socket.gethostname(),
+                                               "started": "then"}))
+    glance = os.open(lease_path(session), os.O_RDONLY)
+    fcntl.flock(glance, fcntl.LOCK_SH)
+    threading.Timer(0.1, os.close, [glance]).start()
+    lease = acquire(session)
+    assert read_holder(session)["pid"] == os.getpid()
+    lease.release()

@@ -17,11 +17,15 @@ import fcntl
 import json
 import os
 import socket
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from mulligan.session.store import now_iso, private_dirs
+
+# How long acquire() looks again at a lease locked by no live process that it can name.
+_GLANCE_WAIT = 0.5
 
 
 class LeaseHeld(RuntimeError):
@@ -87,13 +91,20 @@ def acquire(session: Path) -> Lease:
     session = Path(session)
     private_dirs(session.parent)
     lock = lease_path(session)
+    patience = time.monotonic() + _GLANCE_WAIT
     while True:
         fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             os.close(fd)
-            raise LeaseHeld(session, read_holder(session) or {}) from None
+            holder = read_holder(session) or {}
+            if not _alive(holder) and time.monotonic() < patience:
+                # No live holder named: most likely `is_free` (sessions ls) glancing at a
+                # stale lease with its shared lock for a moment. Look again shortly.
+                time.sleep(0.02)
+                continue
+            raise LeaseHeld(session, holder) from None
         try:
             named = os.stat(lock)
         except FileNotFoundError:
@@ -108,6 +119,21 @@ def acquire(session: Path) -> Lease:
         lease = Lease(session, fd)
         atexit.register(lease.release)
         return lease
+
+
+def _alive(holder: dict[str, Any]) -> bool:
+    """True if `holder` names a process that exists on this host (a hint, never a decision:
+    the lock decides)."""
+    pid = holder.get("pid")
+    if type(pid) is not int or holder.get("host") != socket.gethostname():
+        return type(pid) is int  # another host's pid cannot be checked from here
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def is_free(session: Path) -> bool:
