@@ -33,7 +33,7 @@ from mulligan.providers.local import (
     resolve_local,
 )
 from mulligan.providers.local_chat import chat_messages
-from mulligan.providers.local_engine import load_engine
+from mulligan.providers.local_engine import load_engine, stop_running_calls
 from mulligan.providers.local_reply import ReplyScanner, parse_reply, reply_schema
 
 SRC = Path(__file__).resolve().parents[1] / "src"
@@ -139,6 +139,31 @@ def test_a_transcript_longer_than_the_window_is_an_error_message_with_both_sizes
     assert message["stop_reason"] == "error"
     assert f"context window of {BUNDLED_NAME} is {N_CTX} tokens" in message["error_message"]
     assert "the conversation is 3" in message["error_message"]
+
+
+def _engine_calls() -> set[threading.Thread]:
+    return {t for t in threading.enumerate() if t.name == "mulligan-local-model" and t.is_alive()}
+
+
+def test_a_context_overflow_leaves_no_engine_call_running(model: LocalModel) -> None:
+    before = _engine_calls()
+    message = model.complete(LOCAL_PROMPT, [user_message("word " * 3000)], [])
+    assert message["stop_reason"] == "error"
+    assert _engine_calls() - before == set()
+
+
+def test_an_engine_call_left_running_by_an_abort_is_stopped_and_waited_for_at_exit(
+        model: LocalModel) -> None:
+    # Abort while llama.cpp reads a long prompt: the stream ends at once, the call goes on.
+    # A thread still inside llama.cpp when the interpreter shuts down crashes the process.
+    before = _engine_calls()
+    abort = threading.Event()
+    threading.Timer(0.1, abort.set).start()
+    deltas = list(model.stream("", [user_message("word " * 1000)], [], abort=abort))
+    assert deltas[-1]["message"]["stop_reason"] == "aborted"
+    assert _engine_calls() - before
+    stop_running_calls()
+    assert _engine_calls() - before == set()
 
 
 def test_abort_stops_the_stream_and_keeps_the_text_so_far(model: LocalModel) -> None:

@@ -279,17 +279,24 @@ class _Turn:
         body = model.request(system, messages, tools)
         finish: str | None = None
         timings: dict[str, Any] = {}
+        error: dict[str, Any] | None = None
         for chunk in run_chat(engine, body, abort):
             if "error" in chunk:
-                yield {"type": "done", "message": self.finish_error(
-                    self._explain(chunk["error"]))}
-                return
+                # The engine's call returns right after reporting an error: read on to its
+                # end, so that the call does not outlive the request (a worker thread still
+                # inside llama.cpp when the process exits kills it: "FATAL: exception not
+                # rethrown").
+                error = error or chunk["error"]
+                continue
             timings = chunk.get("timings") or timings
             for choice in chunk.get("choices") or []:
                 piece = (choice.get("delta") or {}).get("content")
                 if piece:
                     yield from self._feed(piece)
                 finish = choice.get("finish_reason") or finish
+        if error is not None:
+            yield {"type": "done", "message": self.finish_error(self._explain(error))}
+            return
         if abort is not None and abort.is_set():
             yield {"type": "done", "message": self._stamp(error_message(
                 "aborted", stop_reason="aborted", content=self.partial()))}

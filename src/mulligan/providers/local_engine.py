@@ -10,6 +10,7 @@ to the terminal (verbosity is turned off; the one line we print is ours).
 
 from __future__ import annotations
 
+import atexit
 import os
 import queue
 import secrets
@@ -27,6 +28,13 @@ class ModelLoadFailed(RuntimeError):
 
 _engines: dict[tuple[str, int, int], Any] = {}
 _lock = threading.Lock()
+# Engine calls still running, each with the event that tells it to stop. After an abort (or an
+# interrupt) the caller stops waiting before the call returns; at exit such calls are stopped
+# and waited for, because a thread still inside llama.cpp when the interpreter shuts down is
+# killed mid-C++ and takes the process with it ("FATAL: exception not rethrown", status 134).
+_running: dict[threading.Thread, threading.Event] = {}
+_running_lock = threading.Lock()
+_EXIT_WAIT = 60.0  # seconds: a call stops at its next token, after reading its prompt
 
 
 def _size_text(path: Path) -> str:
@@ -71,8 +79,23 @@ def load_engine(path: Path, *, n_ctx: int, n_threads: int,
                 "of an architecture this xllamacpp build supports?") from exc
         out.write(f"done in {time.monotonic() - started:.1f} s\n")
         out.flush()
+        if not _engines:
+            atexit.register(stop_running_calls)
         _engines[key] = engine
         return engine
+
+
+def stop_running_calls(wait: float = _EXIT_WAIT) -> None:
+    """Tell every engine call still running to stop at its next token, and wait (up to `wait`
+    seconds in all) until they have returned. Registered to run at exit once an engine is
+    loaded."""
+    with _running_lock:
+        running = list(_running.items())
+    for _, stop in running:
+        stop.set()
+    deadline = time.monotonic() + wait
+    for worker, _ in running:
+        worker.join(max(0.0, deadline - time.monotonic()))
 
 
 def default_threads() -> int:
@@ -90,8 +113,9 @@ def run_chat(engine: Any, request: dict[str, Any],
     that hands chunks over a queue. The callback answers "stop" once `abort` is set or the
     consumer has gone away (generator closed). When `abort` is set this iterator returns
     promptly even if the engine is still reading the prompt (which no callback interrupts);
-    the worker then stops at its first token. A failure in the engine call arrives as a chunk
-    {"error": {"message": ...}}. Never raises."""
+    the worker then stops at its first token (and at exit `stop_running_calls` waits for it).
+    A failure in the engine call arrives as a chunk {"error": {"message": ...}}. Never
+    raises."""
     chunks: queue.Queue[Any] = queue.Queue()
     gone = threading.Event()
 
@@ -108,8 +132,12 @@ def run_chat(engine: Any, request: dict[str, Any],
             chunks.put({"error": {"message": f"{type(exc).__name__}: {exc}"}})
         finally:
             chunks.put(_END)
+            with _running_lock:
+                _running.pop(threading.current_thread(), None)
 
     worker = threading.Thread(target=work, name="mulligan-local-model", daemon=True)
+    with _running_lock:
+        _running[worker] = gone
     worker.start()
     try:
         while True:
