@@ -133,6 +133,19 @@ def test_a_reply_cut_off_by_max_tokens_stops_with_length_and_says_why(
     assert "max_tokens=3" in message["error_message"]
 
 
+def test_a_reply_cut_off_by_a_full_context_window_says_so_not_max_tokens(
+        model: LocalModel) -> None:
+    # A 256-token window and a prompt that leaves it about ten tokens for the reply: too few
+    # for the JSON of a tool call or an answer.
+    small = LocalModel(model.path, n_ctx=256, max_tokens=48, temperature=0, seed=42,
+                       progress=io.StringIO())
+    message = small.complete("", [user_message("word " * 205)], [READ_SPEC])
+    assert message["stop_reason"] == "length"
+    assert message["usage"]["output"] < 48
+    assert "end of the context window (256 tokens" in message["error_message"]
+    assert "max_tokens" not in message["error_message"]
+
+
 def test_a_transcript_longer_than_the_window_is_an_error_message_with_both_sizes(
         model: LocalModel) -> None:
     message = model.complete(LOCAL_PROMPT, [user_message("word " * 3000)], [])

@@ -320,10 +320,19 @@ class _Turn:
         elif finish == "length":
             message = assistant_message(
                 self.partial(), "length",
-                error_message=f"the local model's reply was cut off at max_tokens={limit} "
-                              "(or at the end of the context window)")
+                error_message=f"the local model's reply was cut off at max_tokens={limit}; "
+                              "raise max_tokens under [local] in config.toml for longer "
+                              "replies")
         else:
             message = assistant_message(self.partial(), "stop")
+        generated = int(timings.get("predicted_n", limit))
+        if message["stop_reason"] == "length" and generated < limit:
+            # Stopped short of max_tokens: the prompt left too little of the window.
+            message["error_message"] = (
+                f"the local model's reply was cut off after {generated} tokens by the end of "
+                f"the context window ({self.model.n_ctx} tokens, most of them taken by the "
+                "conversation); start a new session, or raise n_ctx under [local] in "
+                "config.toml (if the model supports a longer context)")
         if timings:
             # As for the hosted providers: "input" is what had to be read, "cache_read" what
             # llama.cpp's prompt cache supplied (their sum is the whole prompt).
