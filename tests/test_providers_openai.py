@@ -240,6 +240,18 @@ def test_an_error_object_in_place_of_the_first_chunk_is_retried(serve: Any) -> N
     assert len(server.requests) == 2
 
 
+def test_an_error_object_in_the_stream_with_a_4xx_code_is_not_retried(serve: Any) -> None:
+    refused = Sse([(None, {"error": {"message": "This endpoint's maximum context length is "
+                                                "8192 tokens", "code": 400}})])
+    server = serve(refused, wire.text_reply("never"))
+    sleeps: list[float] = []
+    _, message = run(model(server, sleeps), [user("Hi")])
+    assert len(server.requests) == 1 and sleeps == []
+    assert message["error_message"] == (
+        "openai: the server sent an error: 400: This endpoint's maximum context length is "
+        "8192 tokens (not retried)")
+
+
 def test_a_dropped_connection_before_any_answer_is_retried(serve: Any) -> None:
     server = serve(Drop(), wire.text_reply("ok"))
     _, message = run(model(server), [user("Hi")])

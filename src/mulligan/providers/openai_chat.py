@@ -288,7 +288,13 @@ def describe_error(exc: BaseException) -> Failure:
     if isinstance(exc, httpx2.TransportError):
         return Failure(f"connection lost: {exc}", retryable=True)
     if isinstance(exc, openai.APIError):
-        # An error object sent in place of a chunk, mid-stream: the server's fault.
+        # An error object sent in place of a chunk, mid-stream (OpenRouter, vLLM): transient
+        # unless its code is an HTTP status saying the request itself was wrong.
+        code = exc.body.get("code") if isinstance(exc.body, dict) else None
+        status = int(code) if isinstance(code, int | str) and str(code).isdigit() else None
+        if status is not None and 400 <= status < 500 and status not in (408, 429):
+            return Failure(f"the server sent an error: {status}: {exc.message}",
+                           retryable=False)
         return Failure(f"the server sent an error: {exc.message}", retryable=True)
     return Failure(f"unexpected {type(exc).__name__}: {exc}", retryable=False)
 
