@@ -85,10 +85,8 @@ def test_loading_the_model_writes_one_progress_line_naming_file_and_size(loaded:
 def test_the_file_is_loaded_once_per_process_and_shared_by_models_with_its_settings(
         model: LocalModel) -> None:
     progress = io.StringIO()
-    twin = LocalModel(model.path, n_ctx=N_CTX, n_threads=model.n_threads, max_tokens=4,
-                      progress=progress)
+    twin = LocalModel(model.path, n_ctx=N_CTX, n_threads=model.n_threads, progress=progress)
     twin.load()
-    assert twin.complete("", [user_message("Hi")], [])["stop_reason"] in ("stop", "length")
     assert progress.getvalue() == ""
     assert load_engine(model.path, n_ctx=N_CTX, n_threads=model.n_threads) is load_engine(
         twin.path, n_ctx=twin.n_ctx, n_threads=twin.n_threads)
