@@ -36,7 +36,7 @@ from mulligan.messages import (
 from mulligan.providers.base import StreamDelta, ToolSpec
 from mulligan.providers.errors import Failure
 from mulligan.providers.retry import Backoff, parse_retry_after
-from mulligan.providers.streaming import SdkModel
+from mulligan.providers.streaming import SdkModel, parse_arguments
 
 DEFAULT_MAX_TOKENS = 16_000
 _CACHE = {"type": "ephemeral"}
@@ -280,23 +280,12 @@ class _Fold:
                 if not block["thinking"] and not block.get("redacted"):
                     continue
             if block["type"] == "toolCall":
-                arguments = _parse_arguments("".join(self._json[index]))
+                arguments = parse_arguments("".join(self._json[index]))
                 if index not in self._closed or (arguments is None and complete_calls_only):
                     continue
                 block["arguments"] = arguments or {}
             content.append(block)  # type: ignore[arg-type]
         return content
-
-
-def _parse_arguments(text: str) -> dict[str, Any] | None:
-    """A tool call's JSON arguments; {} for none; None if they are not a JSON object."""
-    if not text.strip():
-        return {}
-    try:
-        value = json.loads(text)
-    except ValueError:
-        return None
-    return value if isinstance(value, dict) else None
 
 
 # --- SDK exceptions -> Failure ---------------------------------------------------------------

@@ -43,7 +43,7 @@ from mulligan.providers.base import StreamDelta, ToolSpec
 from mulligan.providers.config import is_openai_itself
 from mulligan.providers.errors import Failure
 from mulligan.providers.retry import Backoff, parse_retry_after
-from mulligan.providers.streaming import SdkModel
+from mulligan.providers.streaming import SdkModel, parse_arguments
 
 _STOP: dict[str, StopReason] = {"stop": "stop", "tool_calls": "toolUse",
                                 "function_call": "toolUse", "length": "length"}
@@ -245,7 +245,7 @@ class _Fold:
         stop = _STOP.get(self._finish or "stop", "stop")
         content = self.partial()
         for call in self._calls:
-            arguments = _parse_arguments("".join(call.pieces))
+            arguments = parse_arguments("".join(call.pieces))
             if arguments is None and stop == "length":
                 continue  # cut off mid-arguments by the token limit
             content.append({"type": "toolCall", "id": call.id, "name": call.name,
@@ -254,17 +254,6 @@ class _Fold:
         if stop != "length":
             stop = "toolUse" if has_calls else "stop"
         return assistant_message(content, stop)
-
-
-def _parse_arguments(text: str) -> dict[str, Any] | None:
-    """A tool call's JSON arguments; {} for none; None if they are not a JSON object."""
-    if not text.strip():
-        return {}
-    try:
-        value = json.loads(text)
-    except ValueError:
-        return None
-    return value if isinstance(value, dict) else None
 
 
 # --- SDK exceptions -> Failure ---------------------------------------------------------------

@@ -16,6 +16,7 @@ shares:
 from __future__ import annotations
 
 import contextlib
+import json
 import queue
 import socket
 import threading
@@ -153,6 +154,18 @@ def _done(call: Call, message: AssistantMessage, fold: Fold | None) -> StreamDel
         message["usage"] = usage
     message["model"] = call.model
     return {"type": "done", "message": message}
+
+
+def parse_arguments(text: str) -> dict[str, Any] | None:
+    """A streamed tool call's JSON arguments, put together: {} for none; None if they are not
+    a JSON object (cut off, or not an object)."""
+    if not text.strip():
+        return {}
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
 
 
 class _Pump:
