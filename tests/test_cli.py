@@ -245,6 +245,14 @@ def test_continue_refuses_a_damaged_newest_session_rather_than_resume_an_older_o
     assert "go on" not in older.read_text()
 
 
+def test_a_scripted_model_file_that_is_not_json_is_named(tmp_path):
+    broken = tmp_path / "replies.json"
+    broken.write_text("[\"one\",")
+    done = mulligan(tmp_path, "-p", "x", "--no-session", "--model", f"scripted:{broken}")
+    assert done.returncode == 1
+    assert done.stderr.startswith(f"mulligan: {broken}: not a JSON list of replies (")
+
+
 def test_show_tree_and_export_of_a_damaged_file_point_to_check_and_repair(tmp_path):
     damaged = tmp_path / "damaged.jsonl"
     damaged.write_text('{"id": "e1", "type": "message", "parent_id": "e40", '

@@ -51,7 +51,10 @@ def scripted_model(script_file: Path) -> Any:
     time. Past the end of the list every request fails (the run ends in an error)."""
     from mulligan.testing import StreamingScriptedModel, say
 
-    items = json.loads(Path(script_file).read_text(encoding="utf-8"))
+    try:
+        items = json.loads(Path(script_file).read_text(encoding="utf-8"))
+    except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError
+        raise ValueError(f"{script_file}: not a JSON list of replies ({exc})") from None
     if not isinstance(items, list):
         raise ValueError(f"{script_file}: a scripted model file must hold a JSON list")
     script = [say(item) if isinstance(item, str) else item for item in items]
