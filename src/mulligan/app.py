@@ -172,10 +172,6 @@ class Controller:
                                max_turns=self.max_turns)
         self.harness.subscribe(self._persist)
 
-    def saved_log(self, what: str) -> SessionLog:
-        """The session log, for a command (`what`) that needs a file with entries in it."""
-        return self._need_file(what)
-
     def _need_file(self, what: str) -> SessionLog:
         if self.log is None:
             raise Refused(f"{what}: this session is not saved (--no-session)")
@@ -311,6 +307,26 @@ class Controller:
         self.log = SessionLog(destination)
         self._rebuild(self.log.replay())
         return destination
+
+    def export(self, kind: str, target: Path | None = None) -> Path:
+        """Write the current branch out: `kind` "md" as Markdown (default
+        `mulligan-<session>.md` in the working folder), "jsonl" as a new linear session file
+        (default: a new session of this folder). A relative `target` is taken in the working
+        folder, where the tools act. Never overwrites (ExportTargetExists). Returns the file."""
+        from mulligan.session.export import to_markdown, write_new
+
+        log = self._need_file("/export")
+        stem = Path(log.path).stem
+        if target is not None:
+            target = self.cwd / target
+        if kind == "md":
+            target = target or self.cwd / f"mulligan-{stem}.md"
+            return write_new(target, to_markdown(log.entries(), log.tip(),
+                                                 title=f"Session {stem}"))
+        if kind != "jsonl":
+            raise Refused(f"/export: no format {kind!r}; md or jsonl")
+        target = target or new_session_path(self.home, self.cwd)
+        return write_linear(log.entries(), log.tip(), target, origin_file=log.path)
 
     def set_model(self, name: str) -> str:
         """Switch to the model called `name` for the next run; recorded as a model_change

@@ -188,20 +188,10 @@ def _model(c: Any, args: list[str], width: int) -> Outcome:
 
 
 def _export(c: Any, args: list[str], width: int) -> Outcome:
-    from mulligan.session.export import to_markdown, write_linear, write_new
-    from mulligan.session.store import new_session_path
-
-    log = c.saved_log("/export")
     kind = args[0] if args else "md"
     if kind not in ("md", "jsonl"):
         return Outcome(["usage: /export [md|jsonl] [FILE]"], error=True)
-    stem = Path(log.path).stem
-    if kind == "md":
-        target = Path(args[1]) if len(args) > 1 else c.cwd / f"mulligan-{stem}.md"
-        write_new(target, to_markdown(log.entries(), log.tip(), title=f"Session {stem}"))
-    else:
-        target = Path(args[1]) if len(args) > 1 else new_session_path(c.home, c.cwd)
-        write_linear(log.entries(), log.tip(), target, origin_file=log.path)
+    target = c.export(kind, Path(args[1]).expanduser() if len(args) > 1 else None)
     return Outcome([f"wrote {target}"])
 
 
