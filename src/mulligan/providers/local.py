@@ -202,12 +202,15 @@ class LocalModel:
                abort: threading.Event | None = None) -> Iterator[StreamDelta]:
         """Deltas of one reply, then exactly one {"type": "done", "message"}. Never raises;
         on abort the done message has stop_reason "aborted" and keeps the answer text so far."""
-        turn = _Turn(self, next_call_id(messages), _last_calls(messages))
+        turn: _Turn | None = None
         try:
+            turn = _Turn(self, next_call_id(messages), _last_calls(messages))
             yield from turn.run(system, messages, tools, abort)
         except Exception as exc:  # the provider boundary: a failure is a message
-            yield {"type": "done", "message": turn.finish_error(
-                f"local model failed: {type(exc).__name__}: {exc}")}
+            text = f"local model failed: {type(exc).__name__}: {exc}"
+            message = turn.finish_error(text) if turn is not None else error_message(text)
+            message["model"] = self.name
+            yield {"type": "done", "message": message}
 
 
 _CALL_ID = re.compile(r"call_(\d+)$")
