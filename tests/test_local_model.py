@@ -190,6 +190,17 @@ def test_abort_stops_the_stream_and_keeps_the_text_so_far(model: LocalModel) -> 
     assert text_of(message)
 
 
+def test_an_abort_before_the_request_starts_no_engine_call(model: LocalModel) -> None:
+    # Otherwise llama.cpp reads the whole prompt for nothing, and the next request waits.
+    before = _engine_calls()
+    abort = threading.Event()
+    abort.set()
+    deltas = list(model.stream(LOCAL_PROMPT, [user_message("word " * 1000)], [], abort=abort))
+    assert [d["type"] for d in deltas] == ["done"]
+    assert deltas[0]["message"]["stop_reason"] == "aborted"
+    assert _engine_calls() - before == set()
+
+
 def test_asking_for_the_same_call_right_after_its_result_stops_the_run_with_an_error(
         model: LocalModel) -> None:
     question = user_message("What does notes.txt say?")

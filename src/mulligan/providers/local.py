@@ -278,6 +278,10 @@ class _Turn:
             yield {"type": "done", "message": self.finish_error(str(_missing_extras(
                 "xllamacpp")))}
             return
+        if abort is not None and abort.is_set():  # asked to stop before anything was sent
+            yield {"type": "done", "message": self._stamp(error_message(
+                "aborted", stop_reason="aborted"))}
+            return
         self.constrained = bool(model.offered(tools))
         body = model.request(system, messages, tools)
         finish: str | None = None
