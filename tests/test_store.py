@@ -103,3 +103,17 @@ def test_a_message_entry_of_the_wrong_shape_is_listed_not_a_crash(tmp_path):
     from mulligan.frontends.commands import format_sessions
 
     assert any(str(odd) in line for line in format_sessions(list_sessions(home, cwd)))
+
+
+def test_the_newest_session_is_the_one_written_to_last_found_without_reading_any(tmp_path):
+    # -c must not parse every session of the folder to find one; the file's mtime is the
+    # time of its last append. Here the entries' own timestamps say the opposite.
+    import os
+
+    home, cwd = tmp_path / "home", tmp_path / "work"
+    early = write_session(folder_dir(home, cwd) / "2026-01-01T00-00-00_aaaaaa.jsonl", user("a"))
+    late = write_session(folder_dir(home, cwd) / "2026-01-02T00-00-00_bbbbbb.jsonl", user("b"))
+    os.utime(late.path, (1_000_000, 1_000_000))
+    os.utime(early.path, (2_000_000, 2_000_000))
+    create_file(folder_dir(home, cwd) / "2026-01-03T00-00-00_cccccc.jsonl")  # empty: skipped
+    assert newest_session(home, cwd) == Path(early.path)

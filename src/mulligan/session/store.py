@@ -138,8 +138,16 @@ def list_sessions(home: Path, cwd: Path | None = None) -> list[SessionSummary]:
 
 
 def newest_session(home: Path, cwd: Path) -> Path | None:
-    """The session of `cwd` with the most recent activity, or None if it has none. A damaged
-    one is not skipped (its activity is its file's mtime): `mulligan -c` then refuses it by
-    name, with the way to repair it, rather than carry on in an older conversation."""
-    found = list_sessions(home, cwd)
-    return found[0].path if found else None
+    """The session of `cwd` written to most recently (its file's mtime: every entry is an
+    append), or None if it has none. Reads no file: `mulligan -c` starts as fast with a
+    year of sessions as with one. A damaged one is not skipped: `mulligan -c` then refuses
+    it by name, with the way to repair it, rather than carry on in an older conversation."""
+    found = []
+    for file in session_files(home, cwd):
+        try:
+            stat = file.stat()
+        except FileNotFoundError:  # deleted since it was listed
+            continue
+        if stat.st_size > 0:  # created, never written: not a session yet
+            found.append((stat.st_mtime_ns, file.name, file))
+    return max(found)[2] if found else None
