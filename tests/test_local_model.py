@@ -170,7 +170,7 @@ def test_an_engine_call_left_running_by_an_abort_is_stopped_and_waited_for_at_ex
     before = _engine_calls()
     abort = threading.Event()
     threading.Timer(0.1, abort.set).start()
-    deltas = list(model.stream("", [user_message("word " * 1000)], [], abort=abort))
+    deltas = list(model.stream("", [user_message("word " * 300)], [], abort=abort))
     assert deltas[-1]["message"]["stop_reason"] == "aborted"
     assert _engine_calls() - before
     stop_running_calls()
