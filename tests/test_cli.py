@@ -260,7 +260,7 @@ def test_show_tree_and_export_of_a_damaged_file_point_to_check_and_repair(tmp_pa
     for action in ("show", "export"):
         done = mulligan(tmp_path, "sessions", action, str(damaged))
         assert done.returncode == 1 and "e40" in done.stderr, action
-        assert "'mulligan session check FILE' says what is wrong" in done.stderr, action
+        assert "'mulligan session check FILE' lists every problem" in done.stderr, action
         assert "Traceback" not in done.stderr
 
 

@@ -12,6 +12,7 @@ from mulligan.messages import (
     assistant_message,
     error_message,
     is_failed,
+    shape_problem,
     text_of,
     tool_calls,
     user_message,
@@ -133,3 +134,18 @@ def test_builders_never_share_state_with_their_input() -> None:
     before = copy.deepcopy(message)
     tool_result(block, "content")
     assert message == before
+
+
+def test_shape_problem_accepts_every_wire_shape_and_names_what_is_wrong() -> None:
+    read = call("read", {"path": "a"}, id="c1")
+    for good in (user("hi"), reply("t", read), tool_result(read, "x"), error_message("e"),
+                 reply({"type": "thinking", "thinking": "hm", "signature": "s"})):
+        assert shape_problem(good) is None, good
+    assert shape_problem("hi") == "not a message object but str"
+    assert "unknown role 'system'" in str(shape_problem({"role": "system", "content": "x"}))
+    no_stop = {"role": "assistant", "content": []}
+    assert "'stop_reason' is missing" in str(shape_problem(no_stop))
+    bad_block = {"role": "assistant", "content": [{"type": "toolCall", "name": "read"}],
+                 "stop_reason": "toolUse"}
+    assert "malformed content block" in str(shape_problem(bad_block))
+    assert "'is_error'" in str(shape_problem({**tool_result(read, "x"), "is_error": "no"}))

@@ -370,6 +370,16 @@ def test_a_message_entry_without_a_message_is_refused_naming_it(tmp_path: Path) 
         SessionLog(file).replay()
 
 
+def test_a_hand_edited_message_without_its_wire_shape_is_refused_naming_the_entry(
+        tmp_path: Path) -> None:
+    file = tmp_path / "session.jsonl"
+    no_stop = {"role": "assistant", "content": [{"type": "text", "text": "hi"}]}
+    write_lines(file, [msg("e1", None, "a"),
+                       {"id": "e2", "type": "message", "parent_id": "e1", "message": no_stop}])
+    with pytest.raises(BadEntry, match="entry e2.*'stop_reason' is missing"):
+        SessionLog(file).replay()
+
+
 def test_a_torn_last_line_is_refused_by_line_number_and_never_appended_to(
         tmp_path: Path) -> None:
     file = tmp_path / "session.jsonl"

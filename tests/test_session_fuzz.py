@@ -16,6 +16,7 @@ import orjson
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from mulligan.messages import shape_problem
 from mulligan.session import SessionError, SessionLog
 from mulligan.session.maintenance import check, repair
 
@@ -50,7 +51,8 @@ def reference(data: bytes) -> list[Any] | None:
         current = entry["parent_id"]
     walked.reverse()
     messages = [entry.get("message") for entry in walked if entry.get("type") == "message"]
-    return None if any(not isinstance(m, dict) for m in messages) else messages
+    # A message without the wire shape (a key damaged, say) is refused like any other damage.
+    return None if any(shape_problem(m) is not None for m in messages) else messages
 
 
 # A session is written by SessionLog itself from a list of steps.

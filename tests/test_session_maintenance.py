@@ -54,7 +54,7 @@ def test_check_reports_every_problem_with_its_line_and_entry_not_just_the_first(
     assert "line 4: entry e4 names parent 'e40', which is in no entry" in text
     assert "e5 (line 5) -> e6 (line 6) -> e5 form a circle" in text
     assert "line 7: entry e7 has no parent_id key" in text
-    assert "line 7: entry e7 is a message entry without a message object" in text
+    assert "line 7: entry e7 is a message entry holding not a message object" in text
     assert "line 8: torn write" in text
     assert len(report.problems) == 7
     numbers = [int(p.split(" ")[1].rstrip(":")) for p in report.problems if p.startswith("line")]

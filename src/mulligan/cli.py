@@ -37,9 +37,11 @@ def build_parser() -> argparse.ArgumentParser:
                         help="with -p: 'text' prints the final answer (default), 'json' prints "
                              "every event as one JSON object per line")
     parser.add_argument("--model", metavar="NAME",
-                        help="provider/model, e.g. anthropic/claude-sonnet-4-5, "
-                             "openai/gpt-4o, local/smollm2-135m, local:/path/model.gguf "
-                             "(default: config.toml's model, else the embedded local model)")
+                        help="provider/model, e.g. anthropic/claude-sonnet-4-6, "
+                             "openai/gpt-5.5, local/smollm2-135m, local:/path/model.gguf "
+                             "(default: config.toml's model, else a hosted default when "
+                             "ANTHROPIC_API_KEY or OPENAI_API_KEY is set, else the embedded "
+                             "local model)")
     parser.add_argument("--base-url", metavar="URL",
                         help="talk to this endpoint instead of the provider's default "
                              "(e.g. an OpenAI-compatible server)")
@@ -136,8 +138,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         if isinstance(exc, SessionError) and getattr(args, "action", None) not in (
                 "check", "repair", "migrate"):
-            print("mulligan: 'mulligan session check FILE' says what is wrong with a session "
-                  "file, and 'mulligan session repair FILE' makes it readable again", file=err)
+            print("mulligan: 'mulligan session check FILE' lists every problem in a session "
+                  "file; 'mulligan session repair FILE' sets a torn last line aside (other "
+                  "damage is left for you to mend by hand)", file=err)
         return 1
 
 

@@ -41,6 +41,7 @@ from mulligan.messages import (
     assistant_message,
     error_message,
     is_failed,
+    shape_problem,
     tool_calls,
     user_message,
 )
@@ -245,26 +246,18 @@ def _failure(exc: Exception) -> str:
     return f"The model failed: {type(exc).__name__}: {exc}"
 
 
-# The fields each kind of content block must have, and their types (DESIGN.md, "Messages").
-_BLOCK_FIELDS: dict[str, dict[str, type]] = {
-    "text": {"text": str}, "thinking": {"thinking": str},
-    "toolCall": {"id": str, "name": str, "arguments": dict},
-}
-
-
 def _checked(answer: Any) -> AssistantMessage:
-    """`answer` if it is an assistant message whose blocks have the wire shape, else an error
-    message saying what is wrong -- so that a malformed reply ends the run as a failure
-    instead of raising from the loop when its blocks are read."""
-    if not (isinstance(answer, dict) and answer.get("role") == "assistant"
-            and isinstance(answer.get("content"), list) and "stop_reason" in answer):
+    """`answer` if it is an assistant message with the wire shape, else an error message saying
+    what is wrong -- so that a malformed reply ends the run as a failure instead of raising
+    from the loop when its blocks are read."""
+    if not isinstance(answer, dict) or answer.get("role") != "assistant":
+        what = f"a {answer.get('role')!r} message" if isinstance(answer, dict) \
+            else type(answer).__name__
         return error_message(f"The model returned something that is not an assistant message: "
-                             f"{type(answer).__name__}")
-    for block in answer["content"]:
-        fields = _BLOCK_FIELDS.get(str(block.get("type"))) if isinstance(block, dict) else None
-        if fields is None or not all(isinstance(block.get(k), t) for k, t in fields.items()):
-            return error_message(f"The model returned a malformed content block: "
-                                 f"{repr(block)[:200]}")
+                             f"{what}")
+    problem = shape_problem(answer)
+    if problem is not None:
+        return error_message(f"The model returned {problem}")
     return answer  # type: ignore[return-value]
 
 

@@ -118,3 +118,42 @@ def error_message(
 def is_failed(message: Message) -> bool:
     """True for an assistant message that ended in an error or an abort."""
     return message["role"] == "assistant" and message["stop_reason"] in ("error", "aborted")
+
+
+# The keys each message role and each content block must have, and their types.
+_MESSAGE_FIELDS: dict[str, dict[str, type | tuple[type, ...]]] = {
+    "user": {"content": str},
+    "assistant": {"content": list, "stop_reason": str},
+    "toolResult": {"tool_call_id": str, "tool_name": str, "content": str, "is_error": bool},
+}
+_BLOCK_FIELDS: dict[str, dict[str, type]] = {
+    "text": {"text": str}, "thinking": {"thinking": str},
+    "toolCall": {"id": str, "name": str, "arguments": dict},
+}
+
+
+def shape_problem(message: object) -> str | None:
+    """What keeps `message` from having the wire shape above, in a few words, or None when it
+    has it. For data from outside -- a model's reply, a session file -- read before any code
+    indexes into it. Never raises."""
+    if not isinstance(message, dict):
+        return f"not a message object but {type(message).__name__}"
+    fields = _MESSAGE_FIELDS.get(str(message.get("role")))
+    if fields is None:
+        return f"a message with an unknown role {message.get('role')!r}"
+    for key, kind in fields.items():
+        if not isinstance(message.get(key), kind):
+            article = "an" if message["role"] == "assistant" else "a"
+            return (f"{article} {message['role']} message whose {key!r} is missing or not "
+                    f"a {_name(kind)}")
+    if message["role"] == "assistant":
+        for block in message["content"]:
+            wanted = _BLOCK_FIELDS.get(str(block.get("type"))) if isinstance(block, dict) \
+                else None
+            if wanted is None or not all(isinstance(block.get(k), t) for k, t in wanted.items()):
+                return f"an assistant message with a malformed content block: {repr(block)[:120]}"
+    return None
+
+
+def _name(kind: type | tuple[type, ...]) -> str:
+    return kind.__name__ if isinstance(kind, type) else "/".join(k.__name__ for k in kind)

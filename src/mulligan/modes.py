@@ -137,6 +137,9 @@ def run_interactive(args: argparse.Namespace, err: TextIO) -> int:
         raise UsageError("stdin is not a terminal: use -p TASK for one run "
                          "(-p - reads the task from stdin)")
     controller = build_controller(args, err)
+    load = getattr(controller.model, "load", None)
+    if callable(load):
+        load()  # a local model's "loading model" line, before the prompt can draw over it
     console = Console(highlight=False)
     for line in banner(controller):
         console.print(line, style="dim", markup=False, highlight=False, soft_wrap=True)

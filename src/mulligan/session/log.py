@@ -25,7 +25,7 @@ from typing import Any
 
 import orjson
 
-from mulligan.messages import Message
+from mulligan.messages import Message, shape_problem
 from mulligan.session.errors import BadEntry, DuplicateId, SessionError, TornLine, UnknownEntry
 from mulligan.session.tree import Entry, Index
 
@@ -127,10 +127,13 @@ class SessionLog:
             index = self._index
             on_branch = map(index.entries.__getitem__, index.walk(index.tip()))
             chosen = [entry for entry in on_branch if entry.get("type") == "message"]
-            if not all(type(entry.get("message")) is dict for entry in chosen):
-                bad = next(e for e in chosen if type(e.get("message")) is not dict)
-                raise BadEntry("a message entry without a message object",
-                               file=self._name, entry_id=bad["id"])
+            for entry in chosen:
+                # A hand-edited message would otherwise fail later, as a KeyError in whatever
+                # reads it first; refuse it here, by entry, like any other damage.
+                problem = shape_problem(entry.get("message"))
+                if problem is not None:
+                    raise BadEntry(f"a message entry holding {problem}", file=self._name,
+                                   entry_id=entry["id"])
             return chosen
 
     # ---- appending ---------------------------------------------------------------------------

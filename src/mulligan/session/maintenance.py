@@ -23,6 +23,7 @@ from typing import Any
 
 import orjson
 
+from mulligan.messages import shape_problem
 from mulligan.session.branches import message_leaves
 from mulligan.session.errors import (
     NotAnObject,
@@ -103,8 +104,9 @@ class RepairReport:
 def check(file: str | os.PathLike[str]) -> CheckReport:
     """Read all of `file` and report every problem: lines that are not JSON objects, entries
     without a string id, duplicate ids, ids that are not "e" + their line number, entries
-    without a parent_id key, missing parents, circles, message entries without a message, a
-    label whose target is missing, and a torn last line. Never changes the file."""
+    without a parent_id key, missing parents, circles, message entries whose message lacks the
+    wire shape, a label whose target is missing, and a torn last line. Never changes the
+    file."""
     name = os.fspath(file)
     report = CheckReport(name)
     try:
@@ -187,8 +189,9 @@ def _tree_problems(entries: list[tuple[int, dict[str, Any]]],
             else:
                 yield f"line {number}: entry {entry_id} names parent {parent_id!r}, which is " \
                       "in no entry"
-        if entry.get("type") == "message" and type(entry.get("message")) is not dict:
-            yield f"line {number}: entry {entry_id} is a message entry without a message object"
+        problem = shape_problem(entry.get("message")) if entry.get("type") == "message" else None
+        if problem is not None:
+            yield f"line {number}: entry {entry_id} is a message entry holding {problem}"
         if entry.get("type") == "label" and entry.get("target_id") not in line_of:
             yield f"line {number}: label {entry_id} names target {entry.get('target_id')!r}, " \
                   "which is in no entry"
