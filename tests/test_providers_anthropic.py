@@ -103,6 +103,15 @@ def test_a_tool_call_whose_arguments_arrive_in_fragments_is_put_together(serve: 
          "arguments": {"path": "src/main.py"}}]
 
 
+def test_a_tool_call_whose_arguments_are_not_json_is_kept_with_its_raw_text(serve: Any) -> None:
+    server = serve(wire.reply(wire.tool_use_block(0, "toolu_01A", "read", '{"path": ', 'x}'),
+                              stop_reason="tool_use"))
+    _, message = run(model(server), [user("Read main.py")], [READ])
+    assert message["stop_reason"] == "toolUse"
+    assert message["content"] == [
+        {"type": "toolCall", "id": "toolu_01A", "name": "read", "arguments": {},
+         "invalid_arguments": '{"path": x}'}]
+
 def test_two_tool_calls_in_one_reply_both_arrive_in_order(serve: Any) -> None:
     server = serve(wire.reply(
         wire.tool_use_block(0, "toolu_01A", "read", '{"path": "a.py"}'),

@@ -106,6 +106,15 @@ def test_a_tool_call_whose_arguments_arrive_in_fragments_is_put_together(serve: 
          "arguments": {"path": "src/main.py"}}]
 
 
+def test_a_tool_call_whose_arguments_are_not_json_is_kept_with_its_raw_text(serve: Any) -> None:
+    server = serve(wire.reply(wire.tool_call(0, "call_Ab1", "read", '{"path": src/main.py}'),
+                              finish_reason="tool_calls"))
+    _, message = run(model(server), [user("Read main.py")], [READ])
+    assert message["stop_reason"] == "toolUse"
+    assert message["content"] == [
+        {"type": "toolCall", "id": "call_Ab1", "name": "read", "arguments": {},
+         "invalid_arguments": '{"path": src/main.py}'}]
+
 def test_two_tool_calls_in_one_reply_are_told_apart_by_index(serve: Any) -> None:
     first, second = wire.tool_call(0, "call_A", "read", '{"path":', ' "a.py"}'), \
         wire.tool_call(1, "call_B", "read", '{"path": "b.py"}')

@@ -89,6 +89,15 @@ def test_arguments_that_are_not_an_object_are_an_error_not_a_crash() -> None:
     assert "is not of type 'object'" in result["content"]
 
 
+def test_a_call_whose_arguments_were_not_json_is_answered_with_them_and_never_run() -> None:
+    ran: list[Any] = []
+    tool = {**echo_tool(), "parameters": {"type": "object"}, "execute": ran.append}
+    broken = {**call("echo", {}, id="c5"), "invalid_arguments": '{"text": hi}'}
+    result = run_tool([tool], broken)  # type: ignore[list-item]
+    assert (result["tool_call_id"], result["is_error"], ran) == ("c5", True, [])
+    assert "not a JSON object" in result["content"] and '{"text": hi}' in result["content"]
+
+
 def test_an_exception_in_the_tool_is_one_error_result_with_its_reason() -> None:
     result = run_tool([raising_tool()], call("boom", {}, id="c5"))
     assert result["tool_call_id"] == "c5"

@@ -32,6 +32,9 @@ class ToolCallBlock(TypedDict):
     id: str
     name: str
     arguments: dict[str, Any]
+    # The raw text, when the model's arguments were not a JSON object (then `arguments` is {}):
+    # the call is answered with an error quoting it, never run on made-up arguments.
+    invalid_arguments: NotRequired[str]
 
 
 Block = TextBlock | ThinkingBlock | ToolCallBlock

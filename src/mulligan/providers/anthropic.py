@@ -280,10 +280,13 @@ class _Fold:
                 if not block["thinking"] and not block.get("redacted"):
                     continue
             if block["type"] == "toolCall":
-                arguments = parse_arguments("".join(self._json[index]))
+                raw = "".join(self._json[index])
+                arguments = parse_arguments(raw)
                 if index not in self._closed or (arguments is None and complete_calls_only):
                     continue
                 block["arguments"] = arguments or {}
+                if arguments is None:
+                    block["invalid_arguments"] = raw
             content.append(block)  # type: ignore[arg-type]
         return content
 

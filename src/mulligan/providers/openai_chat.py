@@ -34,6 +34,7 @@ from mulligan.messages import (
     Block,
     Message,
     StopReason,
+    ToolCallBlock,
     Usage,
     assistant_message,
     error_message,
@@ -245,11 +246,15 @@ class _Fold:
         stop = _STOP.get(self._finish or "stop", "stop")
         content = self.partial()
         for call in self._calls:
-            arguments = parse_arguments("".join(call.pieces))
+            raw = "".join(call.pieces)
+            arguments = parse_arguments(raw)
             if arguments is None and stop == "length":
                 continue  # cut off mid-arguments by the token limit
-            content.append({"type": "toolCall", "id": call.id, "name": call.name,
-                            "arguments": arguments or {}})
+            block: ToolCallBlock = {"type": "toolCall", "id": call.id, "name": call.name,
+                                    "arguments": arguments or {}}
+            if arguments is None:
+                block["invalid_arguments"] = raw
+            content.append(block)
         has_calls = any(b["type"] == "toolCall" for b in content)
         if stop != "length":
             stop = "toolUse" if has_calls else "stop"

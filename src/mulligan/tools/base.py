@@ -69,8 +69,9 @@ def run_tool(
     """Run one tool call and return the toolResult that answers it.
 
     One call in, exactly one result out, on every path; it never raises an Exception. An unknown
-    tool, arguments that do not fit the schema, an exception inside the tool, or a tool that
-    returns something other than text all come back with is_error True and a readable reason.
+    tool, arguments that were not JSON (`invalid_arguments` on the call) or do not fit the
+    schema, an exception inside the tool, or a tool that returns something other than text all
+    come back with is_error True and a readable reason.
     is_error means the tool could not do its job: a shell command that exits non-zero has still
     run, and says so in its content. `abort` is handed to interruptible tools only.
 
@@ -80,6 +81,11 @@ def run_tool(
     fields: dict[str, Any] = call if isinstance(call, dict) else {}  # type: ignore[assignment]
     call_id, name = str(fields.get("id", "")), str(fields.get("name", ""))
     try:
+        invalid = fields.get("invalid_arguments")
+        if invalid is not None:
+            raise ToolError(f"The arguments of this {name} call were not a JSON object, so it was "
+                            f"not run: {str(invalid)[:500]!r}. Call it again with the arguments "
+                            "as one JSON object.")
         content, is_error = _execute(tools, name, fields.get("arguments"), abort), False
     except ToolError as exc:
         content, is_error = str(exc), True
