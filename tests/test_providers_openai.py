@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from fakes import openai_server as wire
-from fakes.http_server import Drop, ScriptedServer, Sse
-from mulligan.messages import AssistantMessage, Message, tool_calls
+from fakes.http_server import Drop, ScriptedServer, Sse, server_factory, stream_all
+from mulligan.messages import Message, tool_calls
 from mulligan.providers.base import StreamDelta, ToolSpec
 from mulligan.providers.openai_chat import OpenAIChatModel
 from mulligan.providers.retry import Backoff
@@ -27,16 +27,8 @@ READ: ToolSpec = {"name": "read", "description": "Read a file.",
 
 @pytest.fixture
 def serve() -> Iterator[Any]:
-    servers: list[ScriptedServer] = []
-
-    def start(*script: Any) -> ScriptedServer:
-        server = ScriptedServer(list(script), base_path="/v1").__enter__()
-        servers.append(server)
-        return server
-
-    yield start
-    for server in servers:
-        server.close()
+    with server_factory(base_path="/v1") as start:
+        yield start
 
 
 def model(server: ScriptedServer, sleeps: list[float] | None = None,
@@ -46,11 +38,7 @@ def model(server: ScriptedServer, sleeps: list[float] | None = None,
                            sleep=(sleeps if sleeps is not None else []).append, **options)
 
 
-def run(m: OpenAIChatModel, messages: list[Message], tools: list[ToolSpec] | None = None,
-        abort: threading.Event | None = None) -> tuple[list[StreamDelta], AssistantMessage]:
-    deltas = list(m.stream("You are terse.", messages, tools or [], abort=abort))
-    assert [d["type"] for d in deltas].count("done") == 1 and deltas[-1]["type"] == "done"
-    return deltas[:-1], deltas[-1]["message"]  # type: ignore[typeddict-item]
+run = stream_all
 
 
 def test_a_plain_answer_streams_its_text_and_ends_with_the_whole_message(serve: Any) -> None:

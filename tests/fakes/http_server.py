@@ -188,3 +188,30 @@ def _handler_for(server: ScriptedServer) -> type[BaseHTTPRequestHandler]:
             self.close_connection = True
 
     return Handler
+
+
+@contextlib.contextmanager
+def server_factory(base_path: str = "") -> Any:
+    """For a provider test's `serve` fixture: yields start(*script) -> a running
+    ScriptedServer, and closes every server it started on the way out."""
+    started: list[ScriptedServer] = []
+
+    def start(*script: Any) -> ScriptedServer:
+        server = ScriptedServer(list(script), base_path=base_path).__enter__()
+        started.append(server)
+        return server
+
+    try:
+        yield start
+    finally:
+        for server in started:
+            server.close()
+
+
+def stream_all(model: Any, messages: list[Any], tools: list[Any] | None = None,
+               abort: threading.Event | None = None) -> tuple[list[Any], Any]:
+    """Every delta of one `model.stream` call, checked to end with exactly one done:
+    (the deltas before it, the final message)."""
+    deltas = list(model.stream("You are terse.", messages, tools or [], abort=abort))
+    assert [d["type"] for d in deltas].count("done") == 1 and deltas[-1]["type"] == "done"
+    return deltas[:-1], deltas[-1]["message"]
