@@ -10,7 +10,6 @@ the session tree and the path of the session file. Everything goes through the s
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import sys
 import tempfile
@@ -44,7 +43,6 @@ def main(argv: list[str] | None = None) -> int:
     scratch = Path(tempfile.mkdtemp(prefix="mulligan-demo-"))
     work, home = scratch / "demo-project", scratch / "home"
     shutil.copytree(demo_project(), work)
-    os.environ["MULLIGAN_HOME"] = str(home)
 
     def say(text: str, style: str = "dim") -> None:
         console.print(text, style=style, markup=False, highlight=False, soft_wrap=True)
