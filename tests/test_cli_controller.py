@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from mulligan.app import Controller, Refused
+from mulligan.app.catalog import new_session_path
 from mulligan.session import SessionLog
-from mulligan.session.store import new_session_path
 from mulligan.testing import ScriptedModel, say
 
 
@@ -33,7 +33,7 @@ def test_a_name_given_before_the_first_message_goes_into_session_info(tmp_path):
 @pytest.mark.parametrize("command", ["tree", "back", "edit", "label", "fork"])
 def test_commands_needing_the_file_are_refused_before_the_first_message(tmp_path, command):
     c = make(tmp_path)
-    calls = {"tree": lambda: c.tree_lines(), "back": lambda: c.back("e1"),
+    calls = {"tree": lambda: c.tree(), "back": lambda: c.back("e1"),
              "edit": lambda: c.edit(), "label": lambda: c.label("e1", "x"),
              "fork": lambda: c.fork()}
     with pytest.raises(Refused, match="no messages yet"):
@@ -45,7 +45,7 @@ def test_without_a_session_nothing_is_saved_and_tree_is_refused(tmp_path):
     c = make(tmp_path, [say("ok")], saved=False)
     list(c.run_prompt("hi"))
     with pytest.raises(Refused, match="--no-session"):
-        c.tree_lines()
+        c.tree()
     assert not (tmp_path / "home").exists()
 
 
@@ -97,8 +97,8 @@ def test_fork_copies_the_branch_into_a_new_file_and_moves_the_lease(tmp_path):
 def test_no_command_changes_the_entries_the_log_hands_out(tmp_path):
     # SessionLog.entries() and replay() hand out the log's own cached dicts: a command that
     # changed one would change what every later call (and the next run) sees, not the file.
+    from mulligan.app.export import to_markdown, to_text, write_linear
     from mulligan.frontends.commands import run_command
-    from mulligan.session.export import to_markdown, to_text, write_linear
 
     c = make(tmp_path, [say("one"), say("two"), say("three")])
     list(c.run_prompt("first"))
@@ -123,7 +123,7 @@ def test_no_command_changes_the_entries_the_log_hands_out(tmp_path):
 
 
 def test_export_writes_in_the_working_folder_and_never_overwrites(tmp_path):
-    from mulligan.session.export import ExportTargetExists
+    from mulligan.app.export import ExportTargetExists
 
     c = make(tmp_path, [say("ok")])
     list(c.run_prompt("hi"))

@@ -6,14 +6,14 @@ import stat
 
 import pytest
 
-from mulligan.session import SessionLog
-from mulligan.session.export import (
+from mulligan.app.export import (
     ExportTargetExists,
     to_markdown,
     to_text,
     write_linear,
     write_new,
 )
+from mulligan.session import SessionLog
 from mulligan.testing import call, reply, say, tool_result, user
 
 READ = call("read", {"path": "main.py"}, id="c1")

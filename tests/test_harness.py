@@ -283,7 +283,7 @@ def test_a_thread_calling_abort_mid_stream_records_the_models_aborted_message() 
     events = drain(h, "go")  # the model waits 60s before each word, unless aborted
     assert_balanced(events)
     assert shape(h.messages) == "U A~"
-    assert h.messages[-1]["error_message"] == "aborted by the user"
+    assert h.messages[-1]["error_message"] == ABORTED  # the provider records the same reason
 
 
 def test_an_abort_mid_stream_keeps_the_words_that_had_arrived() -> None:

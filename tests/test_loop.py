@@ -287,7 +287,7 @@ def test_an_abort_mid_stream_records_the_streamed_aborted_message_as_it_came() -
             abort.set()  # after the first word: the model's wait before the next one ends
     assert shape(record) == "U A~"
     assert record[-1]["content"] == [{"type": "text", "text": "one"}]
-    assert record[-1]["error_message"] == "aborted by the user"  # the model's own message
+    assert record[-1]["error_message"] == ABORTED  # the provider records the same reason
     assert_balanced(events)
 
 

@@ -15,9 +15,9 @@ from prompt_toolkit.output import DummyOutput
 from rich.console import Console
 
 from mulligan.app import Controller
+from mulligan.app.catalog import new_session_path, newest_session
 from mulligan.frontends.repl import Repl
 from mulligan.session import SessionLog
-from mulligan.session.store import new_session_path, newest_session
 from mulligan.testing import ScriptedModel, StreamingScriptedModel, say
 
 
@@ -48,11 +48,11 @@ class Driver:
         return self.status
 
 
-def controller(tmp_path: Path, model, session_file: Path | None) -> Controller:
+def controller(tmp_path: Path, model, session_file: Path | None, resolver=None) -> Controller:
     work = tmp_path / "work"
     work.mkdir(exist_ok=True)
     return Controller(model=model, tools=[], cwd=work, home=tmp_path / "home",
-                      session_file=session_file)
+                      session_file=session_file, resolver=resolver)
 
 
 @contextmanager
@@ -341,8 +341,8 @@ def test_tool_results_are_shown_folded_past_a_few_lines(tmp_path, new_file):
 def test_model_switches_the_model_and_records_a_model_change(tmp_path, new_file):
     second = ScriptedModel([say("from the second model")])
     second.name = "openai/gpt-test"
-    c = controller(tmp_path, ScriptedModel([say("from the first")]), new_file)
-    c.resolver = lambda name: second
+    c = controller(tmp_path, ScriptedModel([say("from the first")]), new_file,
+                   resolver=lambda name: second)
     with repl_on(c) as repl:
         repl.type("hi\r")
         assert "model is now openai/gpt-test" in repl.type("/model openai/gpt-test\r")

@@ -34,8 +34,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     from mulligan.app import Controller, resolve
+    from mulligan.app.catalog import new_session_path
     from mulligan.frontends.live import LiveRenderer
-    from mulligan.session.store import new_session_path
+    from mulligan.frontends.tree import render_tree
     from mulligan.testing import shape
     from mulligan.tools import coding_tools
 
@@ -71,7 +72,8 @@ def main(argv: list[str] | None = None) -> int:
         say(f"\nthe transcript the model is sent now: {shape(sent)} ({len(sent)} messages); "
             f"the file holds {len(controller.entries())} lines, both attempts")
         say("\n› /tree all", "bold green")
-        for line in controller.tree_lines(fold=False, width=console.width):
+        entries, tip = controller.tree()
+        for line in render_tree(entries, tip, fold=False, width=console.width):
             console.print(line, markup=False, highlight=False, soft_wrap=True)
         session_file = controller.session_file
     finally:

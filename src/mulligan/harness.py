@@ -11,11 +11,12 @@ from __future__ import annotations
 import threading
 from collections import deque
 from collections.abc import Callable, Generator, Iterable, Sequence
-from typing import Any, cast
+from typing import cast
 
-from mulligan.loop import Event, run_agent
+from mulligan.loop import run_agent
 from mulligan.messages import Message
 from mulligan.tools import Tool
+from mulligan.wire import Event, Model
 
 Listener = Callable[[Event], None]
 
@@ -66,7 +67,7 @@ class Harness:
     """
 
     def __init__(
-        self, model: Any, system: str, tools: Iterable[Tool], messages: Iterable[Message] = (),
+        self, model: Model, system: str, tools: Iterable[Tool], messages: Iterable[Message] = (),
         max_turns: int | None = None,
     ) -> None:
         self._model = model
@@ -95,15 +96,15 @@ class Harness:
         return self._running
 
     @property
-    def model(self) -> Any:
+    def model(self) -> Model:
         return self._model
 
     @model.setter
-    def model(self, model: Any) -> None:
+    def model(self, model: Model) -> None:
         self._idle("model")
         self._model = model
 
-    def set_model(self, model: Any) -> None:
+    def set_model(self, model: Model) -> None:
         """Use `model` from the next run on. RuntimeError while a run is going on."""
         self.model = model
 

@@ -1,10 +1,14 @@
-"""Where Mulligan keeps its files: `MULLIGAN_HOME`, default ``~/.mulligan``.
+"""Where Mulligan keeps its files (`MULLIGAN_HOME`, default ``~/.mulligan``), and the one way
+it creates a private file there or anywhere.
 
-Nothing here creates a folder; callers create what they write into, when they write.
+Nothing here creates anything on import; callers create what they write into, when they write.
+Every file Mulligan creates may hold what the tools read (source, secrets in it), so files are
+0600 and the folders made for them 0700, whatever the umask.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -15,3 +19,33 @@ def mulligan_home(env: Mapping[str, str] | None = None) -> Path:
     env = os.environ if env is None else env
     configured = env.get("MULLIGAN_HOME", "").strip()
     return Path(configured).expanduser() if configured else Path.home() / ".mulligan"
+
+
+def private_dirs(folder: str | os.PathLike[str]) -> None:
+    """Create `folder` and any missing parents with mode 0700 (existing ones are left as
+    they are)."""
+    folder = Path(folder)
+    missing = []
+    while not folder.exists():
+        missing.append(folder)
+        folder = folder.parent
+    for made in reversed(missing):
+        made.mkdir(mode=0o700, exist_ok=True)
+
+
+def open_private(path: str | os.PathLike[str], flags: int = os.O_WRONLY) -> int:
+    """Create `path` exclusively with mode 0600 and return its open descriptor (`flags` adds
+    the access mode, e.g. ``os.O_RDWR | os.O_APPEND``). FileExistsError if anything is already
+    there, so nothing is ever written into or over an existing file by accident. The folder
+    must exist (`private_dirs`)."""
+    fd = os.open(path, flags | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+    os.fchmod(fd, 0o600)  # the umask may have taken bits away; never added any
+    return fd
+
+
+def create_private(path: str | os.PathLike[str]) -> None:
+    """Create `path` empty (0600, its folders 0700) if it does not exist yet; an existing file
+    is left exactly as it is."""
+    private_dirs(Path(path).parent)
+    with contextlib.suppress(FileExistsError):
+        os.close(open_private(path))

@@ -32,6 +32,7 @@ from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from typing import Any, cast
 
 from mulligan.messages import (
+    ABORTED,
     AssistantMessage,
     Block,
     Message,
@@ -45,21 +46,20 @@ from mulligan.messages import (
     tool_calls,
     user_message,
 )
-from mulligan.providers.base import Done, StreamDelta, ToolSpec
 from mulligan.tools import Tool, run_tool, tool_specs
+from mulligan.wire import Done, Event, MessageEnd, Model, StreamDelta, ToolSpec
 
-Event = dict[str, Any]
+__all__ = ["ABORTED", "INTERRUPTED", "Event", "context_for_model", "repair_tool_history",
+           "run_agent"]
 # What get_steering / get_follow_ups return: texts (or ready user messages), often none.
 GetUserMessages = Callable[[], Iterable[str | UserMessage]]
 
 INTERRUPTED = ("Interrupted: this tool call was never answered. It may not have run, or may "
                "have run in part; check before repeating it.")
-# The reason recorded when an abort replaces a model call (an aborted stream records its own).
-ABORTED = "Aborted: the run was stopped before the next model call."
 
 
 def run_agent(
-    model: Any,
+    model: Model,
     system: str,
     messages: list[Message],
     tools: Sequence[Tool],
@@ -119,7 +119,7 @@ def run_agent(
     # The calls of the current reply that have no result yet: what a close-out must answer.
     unanswered: list[ToolCallBlock] = []
 
-    def record(message: Message) -> Event:
+    def record(message: Message) -> MessageEnd:
         """Append `message` to the record, then make the event that announces it."""
         messages.append(message)
         new.append(message)
@@ -206,7 +206,7 @@ def _interrupted(call: ToolCallBlock) -> ToolResultMessage:
 
 
 def _reply(
-    model: Any, system: str, context: list[Message], specs: list[ToolSpec],
+    model: Model, system: str, context: list[Message], specs: list[ToolSpec],
     abort: threading.Event | None,
 ) -> Generator[Event, None, AssistantMessage]:
     """One model call: the assistant message it ends in, after message_start/message_update

@@ -11,6 +11,10 @@ from typing import Any, Literal, NotRequired, TypedDict
 
 StopReason = Literal["stop", "toolUse", "length", "error", "aborted"]
 
+# The one reason recorded for a reply cut short by the user (Ctrl-C, abort()): by the loop when
+# it replaces a model call, and by every provider when it stops a stream.
+ABORTED = "Aborted by the user."
+
 
 class TextBlock(TypedDict):
     type: Literal["text"]

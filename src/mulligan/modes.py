@@ -16,9 +16,9 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, TextIO
 
-from mulligan.app import Controller, resolve
+from mulligan.app import Controller, choose_session_file, find_session_file, resolve
+from mulligan.app.catalog import new_session_path
 from mulligan.home import mulligan_home
-from mulligan.session.store import folder_dir, new_session_path, newest_session
 
 
 class UsageError(ValueError):
@@ -36,44 +36,14 @@ def working_folder(args: argparse.Namespace) -> Path:
     return cwd.resolve()
 
 
-def find_session_file(name: str, home: Path, cwd: Path) -> Path:
-    """A session named on the command line: a path, or a file name (or its start) among this
-    folder's sessions. FileNotFoundError naming it when there is none."""
-    given = Path(name).expanduser()
-    if given.is_file():
-        return given
-    folder = folder_dir(home, cwd)
-    matches = sorted(folder.glob(f"{name}*")) if folder.is_dir() and "/" not in name else []
-    matches = [m for m in matches if m.suffix == ".jsonl"]
-    if len(matches) == 1:
-        return matches[0]
-    raise FileNotFoundError(f"no session file {name}" + (
-        f" (several match in {folder})" if matches else ""))
+def choose_session(args: argparse.Namespace, home: Path, cwd: Path) -> Path | None:
+    """The session file a run will use (None for --no-session): the app chooses, the REPL's
+    picker draws the -r choice."""
+    from mulligan.frontends.repl import pick_session
 
-
-def choose_session_file(args: argparse.Namespace, home: Path, cwd: Path) -> Path | None:
-    """The session file a run will use (None for --no-session); may not exist yet."""
-    if args.no_session:
-        return None
-    if args.session:
-        given = Path(args.session).expanduser().resolve()
-        if given.is_dir():
-            raise IsADirectoryError(f"--session {given}: is a folder, not a session file")
-        return given
-    if args.continue_:
-        found = newest_session(home, cwd)
-        if found is None:
-            raise FileNotFoundError(f"no session to continue in {cwd} (mulligan sessions ls)")
-        return found
-    if args.resume:
-        from mulligan.frontends.repl import pick_session
-        from mulligan.session.store import list_sessions
-
-        picked = pick_session(list_sessions(home, cwd))
-        if picked is None:
-            raise FileNotFoundError("no session chosen")
-        return picked
-    return new_session_path(home, cwd)
+    return choose_session_file(home, cwd, no_session=args.no_session, session=args.session,
+                               continue_=args.continue_,
+                               pick=pick_session if args.resume else None)
 
 
 def build_controller(args: argparse.Namespace, err: TextIO) -> Controller:
@@ -83,7 +53,7 @@ def build_controller(args: argparse.Namespace, err: TextIO) -> Controller:
     home = home_of()
     cwd = working_folder(args)
     model = resolve(args.model, base_url=args.base_url, home=home, err=err)
-    session_file = choose_session_file(args, home, cwd)
+    session_file = choose_session(args, home, cwd)
     prompt_file = Path(args.system_prompt_file).expanduser() if args.system_prompt_file \
         else None
     return Controller(
@@ -101,10 +71,7 @@ def run_print(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     task = sys.stdin.read() if args.print == "-" else args.print
     controller = build_controller(args, err)
     try:
-        if controller.session_file is not None and controller.lease is None:
-            from mulligan.session.lease import acquire
-
-            controller.lease = acquire(controller.session_file)
+        controller.hold_lease()
         renderer: Any = JsonRenderer(out) if args.mode == "json" else FinalTextRenderer(out, err)
 
         pressed = []
@@ -154,8 +121,8 @@ def run_interactive(args: argparse.Namespace, err: TextIO) -> int:
 
 
 def sessions_ls(args: argparse.Namespace, out: TextIO) -> int:
+    from mulligan.app.catalog import list_sessions
     from mulligan.frontends.commands import format_sessions
-    from mulligan.session.store import list_sessions
 
     home = home_of()
     every = bool(args.all)
@@ -178,7 +145,7 @@ def _entries_and_leaf(args: argparse.Namespace) -> tuple[Path, list[Any], str | 
 
 
 def sessions_show(args: argparse.Namespace, out: TextIO) -> int:
-    from mulligan.session.export import to_text
+    from mulligan.app.export import to_text
 
     _, entries, leaf = _entries_and_leaf(args)
     out.write(to_text(entries, leaf))
@@ -196,7 +163,7 @@ def sessions_tree(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def sessions_export(args: argparse.Namespace, out: TextIO) -> int:
-    from mulligan.session.export import to_markdown, write_linear, write_new
+    from mulligan.app.export import to_markdown, write_linear, write_new
 
     file, entries, leaf = _entries_and_leaf(args)
     if args.format == "md":

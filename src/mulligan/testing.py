@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mulligan.messages import (
+    ABORTED,
     AssistantMessage,
     Block,
     Message,
@@ -28,7 +29,7 @@ from mulligan.messages import (
     error_message,
     user_message,
 )
-from mulligan.providers.base import StreamDelta, ToolSpec
+from mulligan.wire import StreamDelta, ToolSpec
 
 _call_ids = itertools.count(1)
 
@@ -153,7 +154,7 @@ class StreamingScriptedModel(ScriptedModel):
                     if words:
                         partial.append(text(words))
                     yield {"type": "done", "message": error_message(
-                        "aborted by the user", stop_reason="aborted", content=partial)}
+                        ABORTED, stop_reason="aborted", content=partial)}
                     return
                 if delta["type"] == "text":
                     words += delta["delta"]

@@ -11,9 +11,11 @@ import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-from mulligan.session.store import SessionSummary
+from mulligan.app import Controller, LeaseHeld, Refused, SessionSummary, model_label
+from mulligan.app.lease import is_free, read_holder
+from mulligan.frontends.tree import render_tree
+from mulligan.session import SessionError, UnknownEntry
 
 COMMANDS: dict[str, tuple[str, str]] = {
     "tree": ("[all]", "the session as a tree; 'all' unfolds abandoned attempts"),
@@ -55,8 +57,6 @@ def help_lines() -> list[str]:
 def format_sessions(found: Sequence[SessionSummary], *, numbered: bool = False,
                     show_folder: bool = False) -> list[str]:
     """One line per session: name (or first words), entries, branches, last activity, file."""
-    from mulligan.session.lease import is_free, read_holder
-
     if not found:
         return ["(no sessions yet)"]
     lines = []
@@ -76,13 +76,9 @@ def format_sessions(found: Sequence[SessionSummary], *, numbered: bool = False,
     return lines
 
 
-def run_command(controller: Any, line: str, *, width: int = 80) -> Outcome:
+def run_command(controller: Controller, line: str, *, width: int = 80) -> Outcome:
     """Do the slash command `line`. A refusal or bad argument is an Outcome with `error` set and
     a line saying why; nothing here raises for those."""
-    from mulligan.app import Refused
-    from mulligan.session import SessionError, UnknownEntry
-    from mulligan.session.lease import LeaseHeld
-
     try:
         words = shlex.split(line[1:])
     except ValueError:
@@ -101,11 +97,12 @@ def run_command(controller: Any, line: str, *, width: int = 80) -> Outcome:
         return Outcome([str(exc)], error=True)
 
 
-def _tree(c: Any, args: list[str], width: int) -> Outcome:
-    return Outcome(c.tree_lines(fold=not (args and args[0] == "all"), width=width))
+def _tree(c: Controller, args: list[str], width: int) -> Outcome:
+    entries, tip = c.tree()
+    return Outcome(render_tree(entries, tip, fold=not (args and args[0] == "all"), width=width))
 
 
-def _back(c: Any, args: list[str], width: int) -> Outcome:
+def _back(c: Controller, args: list[str], width: int) -> Outcome:
     if not args:
         choices = c.back_choices()
         if not choices:
@@ -115,46 +112,46 @@ def _back(c: Any, args: list[str], width: int) -> Outcome:
     return Outcome([f"back at {args[0]}: your next message follows it"])
 
 
-def back_before(c: Any, entry_id: str) -> Outcome:
+def back_before(c: Controller, entry_id: str) -> Outcome:
     """The /back picker's choice: go back to just before the user message `entry_id`."""
     text = c.edit(entry_id)
     words = " ".join(text.split())
     return Outcome([f"back before {entry_id} ({words[:50]}): your next message replaces it"])
 
 
-def _edit(c: Any, args: list[str], width: int) -> Outcome:
+def _edit(c: Controller, args: list[str], width: int) -> Outcome:
     text = c.edit(args[0] if args else None)
     return Outcome(["edit and press Enter to send again"], fill=text)
 
 
-def _label(c: Any, args: list[str], width: int) -> Outcome:
+def _label(c: Controller, args: list[str], width: int) -> Outcome:
     if not args:
         return Outcome(["usage: /label ID TEXT"], error=True)
     c.label(args[0], " ".join(args[1:]))
     return Outcome([f"labelled {args[0]}" if args[1:] else f"label taken off {args[0]}"])
 
 
-def _name(c: Any, args: list[str], width: int) -> Outcome:
+def _name(c: Controller, args: list[str], width: int) -> Outcome:
     if not args:
         return Outcome(["usage: /name TEXT"], error=True)
     c.name(" ".join(args))
     return Outcome([f"session named {' '.join(args)!r}"])
 
 
-def _fork(c: Any, args: list[str], width: int) -> Outcome:
+def _fork(c: Controller, args: list[str], width: int) -> Outcome:
     origin = c.session_file
     new = c.fork()
     return Outcome([f"forked {origin} into {new}; you are in the new session now"])
 
 
-def _sessions(c: Any, args: list[str], width: int) -> Outcome:
+def _sessions(c: Controller, args: list[str], width: int) -> Outcome:
     every = bool(args and args[0] == "all")
     # Numbers are what `/resume N` takes, and it counts this folder's sessions only.
     return Outcome(format_sessions(c.sessions(every_folder=every), numbered=not every,
                                    show_folder=every))
 
 
-def _resume(c: Any, args: list[str], width: int) -> Outcome:
+def _resume(c: Controller, args: list[str], width: int) -> Outcome:
     found = c.sessions()
     if not args:
         return Outcome(format_sessions(found, numbered=True), pick="resume",
@@ -165,7 +162,7 @@ def _resume(c: Any, args: list[str], width: int) -> Outcome:
     return resume_to(c, str(chosen))
 
 
-def resume_to(c: Any, target: str) -> Outcome:
+def resume_to(c: Controller, target: str) -> Outcome:
     """The /resume picker's choice (or argument): carry on in session file `target`."""
     if not Path(target).is_file():
         return Outcome([f"/resume: no session file {target}"], error=True)
@@ -179,15 +176,13 @@ def count(number: int, noun: str) -> str:
     return f"{number} {noun}{'' if number == 1 else 's'}"
 
 
-def _model(c: Any, args: list[str], width: int) -> Outcome:
-    from mulligan.app import model_label
-
+def _model(c: Controller, args: list[str], width: int) -> Outcome:
     if not args:
         return Outcome([f"model: {model_label(c.model)}"])
     return Outcome([f"model is now {c.set_model(args[0])}"])
 
 
-def _export(c: Any, args: list[str], width: int) -> Outcome:
+def _export(c: Controller, args: list[str], width: int) -> Outcome:
     kind = args[0] if args else "md"
     if kind not in ("md", "jsonl"):
         return Outcome(["usage: /export [md|jsonl] [FILE]"], error=True)
@@ -195,11 +190,11 @@ def _export(c: Any, args: list[str], width: int) -> Outcome:
     return Outcome([f"wrote {target}"])
 
 
-def _help(c: Any, args: list[str], width: int) -> Outcome:
+def _help(c: Controller, args: list[str], width: int) -> Outcome:
     return Outcome(help_lines())
 
 
-def _quit(c: Any, args: list[str], width: int) -> Outcome:
+def _quit(c: Controller, args: list[str], width: int) -> Outcome:
     return Outcome(quit=True)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Mapping
 from typing import Any, TextIO
 
 from mulligan.messages import AssistantMessage, is_failed, text_of
@@ -22,7 +23,7 @@ class FinalTextRenderer:
         self.status = 0
         self.last: AssistantMessage | None = None  # the newest assistant message of this run
 
-    def __call__(self, event: dict[str, Any]) -> None:
+    def __call__(self, event: Mapping[str, Any]) -> None:
         kind = event["type"]
         if kind == "agent_start":
             self.last = None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Mapping
 from typing import Any, TextIO
 
 import orjson
@@ -26,7 +27,7 @@ class JsonRenderer:
         self.out = out if out is not None else sys.stdout
         self.status = 0
 
-    def __call__(self, event: dict[str, Any]) -> None:
+    def __call__(self, event: Mapping[str, Any]) -> None:
         try:
             line = orjson.dumps(event, default=str).decode()
         except TypeError:  # orjson refuses integers over 64 bits; the standard library does not

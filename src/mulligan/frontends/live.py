@@ -10,6 +10,7 @@ transcript or the session file.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
 from rich.console import Console
@@ -68,7 +69,7 @@ class LiveRenderer:
         shown = text if isinstance(text, Text) else Text(text, style=style or "")
         self.console.print(shown, soft_wrap=True)
 
-    def render(self, event: dict[str, Any]) -> None:
+    def render(self, event: Mapping[str, Any]) -> None:
         kind = event.get("type")
         if kind == "message_start":
             self._streamed = False

@@ -15,11 +15,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from prompt_toolkit import PromptSession
+from prompt_toolkit import PromptSession, prompt
 from prompt_toolkit.completion import Completer, Completion
 from prompt_toolkit.document import Document
 from prompt_toolkit.history import FileHistory, History, InMemoryHistory
@@ -29,16 +29,19 @@ from prompt_toolkit.output import Output
 from prompt_toolkit.patch_stdout import patch_stdout
 from rich.console import Console
 
+from mulligan import __version__
+from mulligan.app import Controller, LeaseHeld, Refused, SessionSummary, model_label
 from mulligan.frontends.commands import (
     COMMANDS,
     Outcome,
     back_before,
     count,
+    format_sessions,
     resume_to,
     run_command,
 )
 from mulligan.frontends.live import LiveRenderer
-from mulligan.session.store import create_file
+from mulligan.home import create_private
 
 
 class SlashCompleter(Completer):
@@ -68,7 +71,7 @@ class Repl:
     `console` is where runs and command answers are printed; `history_file` keeps typed lines
     across runs (None: in memory)."""
 
-    def __init__(self, controller: Any, *, console: Console | None = None,
+    def __init__(self, controller: Controller, *, console: Console | None = None,
                  input: Input | None = None, output: Output | None = None,
                  history_file: Path | None = None, width: int | None = None) -> None:
         self.controller = controller
@@ -84,7 +87,7 @@ class Repl:
         self.idle_count = 0          # how many times the REPL has come to rest; for tests
         history: History = InMemoryHistory()
         if history_file is not None:
-            create_file(history_file)  # 0600 in 0700 folders: it holds every prompt typed
+            create_private(history_file)  # 0600 in 0700 folders: it holds every prompt typed
             history = FileHistory(str(history_file))
         self.session: PromptSession[str] = PromptSession(
             multiline=True, key_bindings=self._bindings(), history=history,
@@ -305,10 +308,7 @@ class Repl:
         return _safely(lambda: resume_to(self.controller, chosen), width)
 
 
-def _safely(action: Any, width: int) -> Outcome:
-    from mulligan.app import Refused
-    from mulligan.session.lease import LeaseHeld
-
+def _safely(action: Callable[[], Outcome], width: int) -> Outcome:
     try:
         result: Outcome = action()
         return result
@@ -316,11 +316,8 @@ def _safely(action: Any, width: int) -> Outcome:
         return Outcome([str(exc)], error=True)
 
 
-def banner(controller: Any) -> list[str]:
+def banner(controller: Controller) -> list[str]:
     """The lines printed when the REPL starts: version, model, folder, session."""
-    from mulligan import __version__
-    from mulligan.app import model_label
-
     if controller.session_file is None:
         where = "not saved (--no-session)"
     elif controller.started:
@@ -332,13 +329,9 @@ def banner(controller: Any) -> list[str]:
             "/help for commands · Enter sends · Alt-Enter new line · Ctrl-D quits"]
 
 
-def pick_session(found: list[Any]) -> Path | None:
+def pick_session(found: list[SessionSummary]) -> Path | None:
     """-r/--resume: list this folder's sessions, numbered, and read a choice from the terminal.
     None when there are none or the choice is cancelled."""
-    from prompt_toolkit import prompt
-
-    from mulligan.frontends.commands import format_sessions
-
     if not found:
         print("no sessions in this folder yet")
         return None

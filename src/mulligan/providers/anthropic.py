@@ -33,10 +33,10 @@ from mulligan.messages import (
     error_message,
     is_failed,
 )
-from mulligan.providers.base import StreamDelta, ToolSpec
 from mulligan.providers.errors import Failure
 from mulligan.providers.retry import Backoff, parse_retry_after
 from mulligan.providers.streaming import SdkModel, parse_arguments
+from mulligan.wire import StreamDelta, ToolSpec
 
 DEFAULT_MAX_TOKENS = 16_000
 _CACHE = {"type": "ephemeral"}

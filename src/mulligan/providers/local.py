@@ -25,11 +25,11 @@ from collections.abc import Collection, Iterator, Mapping
 from pathlib import Path
 from typing import Any, TextIO
 
-from mulligan.messages import AssistantMessage, Message, assistant_message, error_message
-from mulligan.providers.base import StreamDelta, ToolSpec
+from mulligan.messages import ABORTED, AssistantMessage, Message, assistant_message, error_message
 from mulligan.providers.local_chat import chat_messages
 from mulligan.providers.local_engine import default_threads, load_engine, run_chat
 from mulligan.providers.local_reply import ReplyScanner, parse_reply, reply_schema
+from mulligan.wire import StreamDelta, ToolSpec
 
 BUNDLED_NAME = "local/smollm2-135m"
 BUNDLED_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -280,7 +280,7 @@ class _Turn:
             return
         if abort is not None and abort.is_set():  # asked to stop before anything was sent
             yield {"type": "done", "message": self._stamp(error_message(
-                "aborted", stop_reason="aborted"))}
+                ABORTED, stop_reason="aborted"))}
             return
         self.constrained = bool(model.offered(tools))
         body = model.request(system, messages, tools)
@@ -306,7 +306,7 @@ class _Turn:
             return
         if abort is not None and abort.is_set():
             yield {"type": "done", "message": self._stamp(error_message(
-                "aborted", stop_reason="aborted", content=self.partial()))}
+                ABORTED, stop_reason="aborted", content=self.partial()))}
             return
         model.last_timings = timings
         yield {"type": "done", "message": self._final(finish, timings)}

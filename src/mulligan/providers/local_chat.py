@@ -18,8 +18,8 @@ from __future__ import annotations
 from typing import Any
 
 from mulligan.messages import Message
-from mulligan.providers.base import ToolSpec
 from mulligan.providers.local_reply import render_answer, render_call, tool_catalogue
+from mulligan.wire import ToolSpec
 
 # Shown after the most recent tool result: tiny models otherwise tend to call the same tool
 # again instead of answering. (Worded by trial on SmolLM2-135M; a placeholder such as

@@ -20,7 +20,7 @@ import re
 from typing import Any
 
 from mulligan.messages import AssistantMessage, Block, assistant_message, error_message
-from mulligan.providers.base import StreamDelta, ToolSpec
+from mulligan.wire import StreamDelta, ToolSpec
 
 # Compact separators and no free whitespace: every token spent on indentation is a token of a
 # small context window (and ~20 ms of a small CPU). "lenient" makes llguidance skip schema

@@ -40,11 +40,11 @@ from mulligan.messages import (
     error_message,
     is_failed,
 )
-from mulligan.providers.base import StreamDelta, ToolSpec
 from mulligan.providers.config import is_openai_itself
 from mulligan.providers.errors import Failure
 from mulligan.providers.retry import Backoff, parse_retry_after
 from mulligan.providers.streaming import SdkModel, parse_arguments
+from mulligan.wire import StreamDelta, ToolSpec
 
 _STOP: dict[str, StopReason] = {"stop": "stop", "tool_calls": "toolUse",
                                 "function_call": "toolUse", "length": "length"}

@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 from mulligan.home import mulligan_home
-from mulligan.providers.base import Model
 from mulligan.providers.config import (
     KEY_VARIABLES,
     api_key,
@@ -31,6 +30,7 @@ from mulligan.providers.config import (
     base_url as configured_base_url,
 )
 from mulligan.providers.errors import ConfigError, MissingApiKey, UnknownModel
+from mulligan.wire import Model
 
 __all__ = ["resolve_model", "default_model_name", "parse_name", "MissingApiKey",
            "UnknownModel", "ConfigError", "LOCAL_DEFAULT", "HOSTED_DEFAULTS",

@@ -24,12 +24,11 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from mulligan.messages import AssistantMessage, Block, Usage, error_message
-from mulligan.providers.base import StreamDelta
+from mulligan.messages import ABORTED, AssistantMessage, Block, Usage, error_message
 from mulligan.providers.errors import Failure, redact
 from mulligan.providers.retry import Backoff
+from mulligan.wire import StreamDelta
 
-ABORTED = "aborted by the user"
 # How often a waiting reader looks at the abort event while the server says nothing.
 _POLL = 0.02
 

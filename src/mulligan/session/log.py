@@ -25,6 +25,7 @@ from typing import Any
 
 import orjson
 
+from mulligan.home import open_private
 from mulligan.messages import Message, shape_problem
 from mulligan.session.errors import BadEntry, DuplicateId, SessionError, TornLine, UnknownEntry
 from mulligan.session.tree import Entry, Index
@@ -238,7 +239,7 @@ class SessionLog:
                     yield None
                     return
                 try:
-                    fd = os.open(self._name, flags | os.O_CREAT | os.O_EXCL, 0o600)
+                    fd = open_private(self._name, flags)
                     created = True
                 except FileExistsError:
                     continue

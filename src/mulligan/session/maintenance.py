@@ -23,6 +23,7 @@ from typing import Any
 
 import orjson
 
+from mulligan.home import open_private
 from mulligan.messages import shape_problem
 from mulligan.session.branches import message_leaves
 from mulligan.session.errors import (
@@ -275,7 +276,7 @@ def _write_sidecar(name: str, fragment: bytes) -> str:
     for attempt in range(1000):
         sidecar = base if attempt == 0 else f"{base}.{attempt}"
         try:
-            fd = os.open(sidecar, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+            fd = open_private(sidecar)
         except FileExistsError:
             continue
         try:
@@ -356,7 +357,7 @@ def _write_new(new_name: str, body: bytes) -> None:
     link() fails if `new_name` appeared meanwhile, so nothing is ever overwritten, and a crash
     leaves either no file or a complete one."""
     temp = f"{new_name}.migrating-{os.getpid()}"
-    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+    fd = open_private(temp)
     try:
         try:
             _write_all(fd, body)

@@ -8,13 +8,22 @@ from typing import Any
 from mulligan.session.log import SessionLog
 
 
-def persist_to(log: SessionLog) -> Callable[[Mapping[str, Any]], None]:
+def persist_to(
+    log: SessionLog, *, before_first: Callable[[], None] | None = None
+) -> Callable[[Mapping[str, Any]], None]:
     """A listener for Harness.subscribe that appends every completed message to `log` on its
-    "message_end" event, whichever branch the log is on, and ignores every other event. An
-    append that fails raises out of the listener: a saver that cannot save must not be silent."""
+    "message_end" event, whichever branch the log is on, and ignores every other event.
+
+    `before_first`, when given, is called just before a message is appended to a log that has
+    no entry yet (the coding session creates the file, takes its lease and writes its
+    session_info there). An append that fails -- or `before_first` failing -- raises out of
+    the listener: a saver that cannot save must not be silent."""
 
     def listener(event: Mapping[str, Any]) -> None:
-        if event.get("type") == "message_end":
-            log.append_message(event["message"])
+        if event.get("type") != "message_end":
+            return
+        if before_first is not None and log.tip() is None:
+            before_first()
+        log.append_message(event["message"])
 
     return listener

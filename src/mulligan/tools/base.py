@@ -17,7 +17,7 @@ from jsonschema import Draft202012Validator
 from jsonschema.validators import validator_for
 
 from mulligan.messages import ToolCallBlock, ToolResultMessage
-from mulligan.providers.base import ToolSpec
+from mulligan.wire import ToolSpec
 
 __all__ = ["Tool", "ToolError", "ToolSpec", "check_arguments", "run_tool", "tool_specs"]
 

@@ -14,8 +14,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from mulligan.home import open_private, private_dirs
+from mulligan.session import SessionLog, path
 from mulligan.session.branches import blocks_of, labels_of, message_of
-from mulligan.session.store import now_iso, private_dirs
+from mulligan.session.log import timestamp
 
 
 class ExportTargetExists(ValueError):
@@ -24,8 +26,6 @@ class ExportTargetExists(ValueError):
 
 def branch_entries(entries: Sequence[Mapping[str, Any]], leaf_id: str | None) -> list[Any]:
     """The entries on the branch ending at `leaf_id`, oldest first, checked by `session.path`."""
-    from mulligan.session import path
-
     return list(path([dict(e) for e in entries], leaf_id))
 
 
@@ -100,8 +100,6 @@ def write_linear(
     hangs on the abandoned attempt, but names an entry on this branch all the same). Branch
     lines and older session_info entries are not copied: the new file has one attempt.
     `ExportTargetExists` if `destination` exists."""
-    from mulligan.session import SessionLog
-
     destination = Path(destination)
     if destination.exists():  # checked before any work; _create_new closes the race
         raise ExportTargetExists(f"{destination} already exists; exports never overwrite")
@@ -114,7 +112,7 @@ def write_linear(
     if names:  # the newest, wherever it hangs: the name `sessions ls` shows
         fields["name"] = names[-1]
     fields.update(info or {})
-    fields.update(created=now_iso(), origin_file=os.fspath(origin_file), origin_entry=leaf_id)
+    fields.update(created=timestamp(), origin_file=os.fspath(origin_file), origin_entry=leaf_id)
     os.close(_create_new(destination))
     log = SessionLog(destination, fsync=False)
     log.append_session_info(**fields)
@@ -149,12 +147,10 @@ def _create_new(destination: Path) -> int:
     an existing file, even one that appeared after an earlier check."""
     private_dirs(destination.parent)
     try:
-        fd = os.open(destination, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+        return open_private(destination)
     except FileExistsError:
         raise ExportTargetExists(
             f"{destination} already exists; exports never overwrite") from None
-    os.fchmod(fd, 0o600)  # the umask may have taken bits away; never added any
-    return fd
 
 
 def to_text(entries: Sequence[Mapping[str, Any]], leaf_id: str | None) -> str:

@@ -1,4 +1,4 @@
-"""Session directories: names, modes, listing and finding the newest."""
+"""The session catalog: names, modes, listing and finding the newest."""
 
 from __future__ import annotations
 
@@ -6,15 +6,15 @@ import stat
 from datetime import UTC, datetime
 from pathlib import Path
 
-from mulligan.session import SessionLog
-from mulligan.session.store import (
-    create_file,
+from mulligan.app.catalog import (
     folder_dir,
     folder_slug,
     list_sessions,
     new_session_path,
     newest_session,
 )
+from mulligan.home import create_private as create_file
+from mulligan.session import SessionLog
 from mulligan.testing import say, user
 
 

@@ -22,7 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mulligan.session.store import now_iso, private_dirs
+from mulligan.home import private_dirs
+from mulligan.session.log import timestamp
 
 # How long acquire() looks again at a lease locked by no live process that it can name.
 _GLANCE_WAIT = 0.5
@@ -113,7 +114,7 @@ def acquire(session: Path) -> Lease:
         if named is None or (named.st_dev, named.st_ino) != (mine.st_dev, mine.st_ino):
             os.close(fd)  # released and unlinked between our open and our lock: try again
             continue
-        me = {"pid": os.getpid(), "started": now_iso(), "host": socket.gethostname()}
+        me = {"pid": os.getpid(), "started": timestamp(), "host": socket.gethostname()}
         os.ftruncate(fd, 0)
         os.pwrite(fd, json.dumps(me).encode(), 0)
         lease = Lease(session, fd)

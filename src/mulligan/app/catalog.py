@@ -1,24 +1,23 @@
-"""Session directories: where each session file lives, and finding them again.
+"""The session catalog: where each session file lives, finding one again, and listing them.
 
 Layout: ``MULLIGAN_HOME/sessions/<folder-slug>/<timestamp>_<short-id>.jsonl``. The folder slug is
 the working folder's path made into one readable name plus a short hash (two folders never share
-a slug). Session files are created with mode 0600 in folders of mode 0700: a transcript holds
-whatever the tools read. Nothing here writes an entry; `create_file` makes an empty file, and
-only when the caller is about to append the first one.
+a slug). Session files are created (by the Controller, `mulligan.home.create_private`) with mode
+0600 in folders of mode 0700: a transcript holds whatever the tools read. Nothing here writes.
 """
 
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+from mulligan.session import SessionError, SessionLog
 from mulligan.session.branches import message_leaves, message_of
-from mulligan.session.log import timestamp
 
 SUFFIX = ".jsonl"
 
@@ -50,34 +49,6 @@ def new_session_path(home: Path, cwd: Path, now: datetime | None = None) -> Path
     return folder_dir(home, cwd) / f"{stamp}_{secrets.token_hex(3)}{SUFFIX}"
 
 
-def private_dirs(folder: Path) -> None:
-    """Create `folder` and any missing parents with mode 0700 (existing ones are left as
-    they are)."""
-    missing = []
-    while not folder.exists():
-        missing.append(folder)
-        folder = folder.parent
-    for made in reversed(missing):
-        made.mkdir(mode=0o700, exist_ok=True)
-
-
-def create_file(path: Path) -> None:
-    """Create `path` empty with mode 0600 (its folders 0700) if it does not exist yet.
-    An existing file is left exactly as it is."""
-    private_dirs(path.parent)
-    try:
-        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
-    except FileExistsError:
-        return
-    os.close(fd)
-    os.chmod(path, 0o600)  # the umask may have taken bits away; never added any
-
-
-def now_iso() -> str:
-    """The current UTC time as entries write it: ``2026-11-30T10:00:00.000Z``."""
-    return timestamp()
-
-
 @dataclass
 class SessionSummary:
     """One line of `mulligan sessions ls`. `problem` is set (and the counts are 0) when the
@@ -99,8 +70,6 @@ def summarize(path: Path) -> SessionSummary:
     nothing follows), last activity (the last entry's timestamp, else the file's mtime) and
     the first words of its first user message. A file that cannot be read is summarized with
     `problem` naming why, never raised."""
-    from mulligan.session import SessionError, SessionLog
-
     mtime = datetime.fromtimestamp(path.stat().st_mtime, UTC).isoformat(
         timespec="milliseconds").replace("+00:00", "Z")  # as entries write it, to sort beside them
     try:
@@ -151,3 +120,52 @@ def newest_session(home: Path, cwd: Path) -> Path | None:
         if stat.st_size > 0:  # created, never written: not a session yet
             found.append((stat.st_mtime_ns, file.name, file))
     return max(found)[2] if found else None
+
+
+def find_session_file(name: str, home: Path, cwd: Path) -> Path:
+    """A session named on the command line: a path, or a file name (or its start) among the
+    sessions of `cwd`. FileNotFoundError naming it when there is none; when several match,
+    the error lists them."""
+    given = Path(name).expanduser()
+    if given.is_file():
+        return given
+    folder = folder_dir(home, cwd)
+    matches = sorted(folder.glob(f"{name}*")) if folder.is_dir() and "/" not in name else []
+    matches = [m for m in matches if m.suffix == SUFFIX]
+    if len(matches) == 1:
+        return matches[0]
+    if matches:
+        listed = "\n  ".join(m.name for m in matches[:20])
+        raise FileNotFoundError(f"{name!r} matches {len(matches)} sessions in {folder}; "
+                                f"give more of the name:\n  {listed}")
+    raise FileNotFoundError(f"no session file {name} (not a file, and no session of this "
+                            f"folder starts with it; mulligan sessions ls lists them)")
+
+
+def choose_session_file(
+    home: Path, cwd: Path, *, no_session: bool = False, session: str | None = None,
+    continue_: bool = False, pick: Callable[[list[SessionSummary]], Path | None] | None = None,
+) -> Path | None:
+    """The session file a run will use (None for --no-session); it may not exist yet.
+
+    `session`: that file (--session). `continue_`: this folder's newest session (-c),
+    FileNotFoundError when it has none. `pick`: the frontend's picker (-r), handed this
+    folder's sessions; FileNotFoundError when it chooses none. Else a new session's path."""
+    if no_session:
+        return None
+    if session:
+        given = Path(session).expanduser().resolve()
+        if given.is_dir():
+            raise IsADirectoryError(f"--session {given}: is a folder, not a session file")
+        return given
+    if continue_:
+        found = newest_session(home, cwd)
+        if found is None:
+            raise FileNotFoundError(f"no session to continue in {cwd} (mulligan sessions ls)")
+        return found
+    if pick is not None:
+        picked = pick(list_sessions(home, cwd))
+        if picked is None:
+            raise FileNotFoundError("no session chosen")
+        return picked
+    return new_session_path(home, cwd)

@@ -1,0 +1,334 @@
+"""The coding session, with no UI: model, tools, system prompt, session file, lease, harness.
+
+`Controller` is what every frontend drives -- the REPL, print mode, the demo, tests. It holds
+one `Harness` whose transcript is always computed from the session file (`log.replay()`), one
+`SessionLog`, and the lease on that file. The Harness owns the model, system prompt, tools and
+max_turns; the log owns the file's path. Methods either succeed or raise: `Refused` (the
+command cannot be done now), `LeaseHeld` (another process has the session), or a
+`SessionError` naming what is wrong in the file; each message says why in words a user can
+act on. Nothing here prints, draws or asks.
+
+No session file is written until the first message of a new session ends: then its lease is
+taken (print mode takes it before the run, `hold_lease`), the file created (0600), and a
+session_info entry (cwd, created, model) written before the message. From then on every
+message is appended as it ends, by one listener (`persist_to`).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from mulligan.app.catalog import SessionSummary, list_sessions, new_session_path
+from mulligan.app.export import to_markdown, write_linear, write_new
+from mulligan.app.lease import Lease, acquire
+from mulligan.app.models import model_label, model_parts
+from mulligan.harness import Harness
+from mulligan.home import create_private
+from mulligan.messages import Message
+from mulligan.prompts import system_prompt
+from mulligan.session import SessionLog, persist_to
+from mulligan.session.branches import message_of, user_messages_on_path
+from mulligan.session.log import timestamp
+from mulligan.session.tree import Entry
+from mulligan.tools import Tool
+from mulligan.wire import Event, Model
+
+__all__ = ["Controller", "Refused"]
+
+
+class Refused(ValueError):
+    """A command that cannot be done now; the message says why."""
+
+
+class Controller:
+    """One interactive (or print-mode) coding session: see the module docstring.
+
+    `session_file` None means --no-session: nothing is ever written, and commands that need
+    the file (tree, back, edit, label, fork, export) are refused. `resolver` turns a model
+    name into a model for `set_model`.
+    """
+
+    def __init__(
+        self, model: Model, tools: list[Tool], cwd: Path, home: Path,
+        session_file: Path | None, *, max_turns: int | None = None,
+        system_prompt_file: Path | None = None,
+        resolver: Callable[[str], Model] | None = None,
+    ) -> None:
+        self.cwd = Path(cwd).resolve()
+        self.home = Path(home)
+        self._prompt_file = system_prompt_file
+        self._resolver = resolver
+        self._log: SessionLog | None = None
+        self._lease: Lease | None = None
+        self._pending_name: str | None = None
+        self.harness = self._harness(model, tools, max_turns, [])
+        if session_file is not None:
+            self._open(Path(session_file))
+
+    # -- what the session is --------------------------------------------------------------
+
+    @property
+    def model(self) -> Model:
+        return self.harness.model
+
+    @property
+    def log(self) -> SessionLog | None:
+        """The session file's log; None for --no-session."""
+        return self._log
+
+    @property
+    def session_file(self) -> Path | None:
+        return Path(self._log.path) if self._log is not None else None
+
+    @property
+    def lease(self) -> Lease | None:
+        return self._lease
+
+    @property
+    def started(self) -> bool:
+        """True once the session file holds an entry."""
+        return self._log is not None and _has_entries(self._log.path)
+
+    @property
+    def is_running(self) -> bool:
+        return self.harness.is_running
+
+    # -- the session file ---------------------------------------------------------------
+
+    def _open(self, session_file: Path) -> None:
+        """Point at `session_file`: an existing one is leased now (LeaseHeld if another live
+        process has it); a new one is leased when its first entry is written."""
+        lease = acquire(session_file) if _has_entries(session_file) else None
+        log = SessionLog(session_file)
+        try:
+            transcript = log.replay()  # a damaged file is refused here, by name
+        except BaseException:
+            if lease is not None:
+                lease.release()
+            raise
+        if self._lease is not None:
+            self._lease.release()
+        self._lease, self._log = lease, log
+        self._rebuild(transcript)
+
+    def hold_lease(self) -> None:
+        """Take the session's lease now, before any run (print mode: one run, one writer from
+        the start). LeaseHeld if another live process has it; nothing to do for --no-session
+        or when it is already held."""
+        if self._log is not None and self._lease is None:
+            self._lease = acquire(Path(self._log.path))
+
+    def _start(self) -> None:
+        """Create the file, take its lease, and write session_info: just before the first
+        message is appended (persist_to's `before_first`)."""
+        assert self._log is not None
+        self.hold_lease()
+        create_private(self._log.path)
+        info: dict[str, Any] = {"cwd": str(self.cwd), "created": timestamp(),
+                                "model": model_label(self.model)}
+        if self._pending_name:
+            info["name"] = self._pending_name
+        self._log.append_session_info(**info)
+
+    def _harness(self, model: Model, tools: list[Tool] | tuple[Tool, ...],
+                 max_turns: int | None, messages: list[Message]) -> Harness:
+        system = system_prompt(model, self.cwd, base_file=self._prompt_file)
+        harness = Harness(model, system, tools, messages=messages, max_turns=max_turns)
+        if self._log is not None:
+            harness.subscribe(persist_to(self._log, before_first=self._start))
+        return harness
+
+    def _rebuild(self, messages: list[Message], model: Model | None = None) -> None:
+        """A fresh harness over `messages` (the transcript read back from the file), keeping
+        the tools and max_turns; `model` replaces the model (and so the system prompt)."""
+        old = self.harness
+        self.harness = self._harness(model or old.model, old.tools, old.max_turns, messages)
+
+    def _need_file(self, what: str) -> SessionLog:
+        if self._log is None:
+            raise Refused(f"{what}: this session is not saved (--no-session)")
+        if not self.started:
+            raise Refused(f"{what}: this session has no messages yet")
+        return self._log
+
+    def _idle(self, what: str) -> None:
+        if self.harness.is_running:
+            raise Refused(f"{what} is refused while a run is going on (Ctrl-C aborts it)")
+
+    def close(self) -> None:
+        """Give up the lease. Idempotent."""
+        if self._lease is not None:
+            self._lease.release()
+
+    # -- running --------------------------------------------------------------------------
+
+    def run_prompt(self, text: str) -> Iterator[Event]:
+        """The events of one run of `text` (a RuntimeError while another run is going on)."""
+        return self.harness.prompt(text)
+
+    def steer(self, text: str) -> None:
+        self.harness.steer(text)
+
+    def follow_up(self, text: str) -> None:
+        self.harness.follow_up(text)
+
+    def abort(self) -> None:
+        self.harness.abort()
+
+    def take_queued(self) -> list[str]:
+        """Empty the steering and follow-up queues and return their texts, steering first,
+        oldest first. A run that was aborted or failed leaves what was queued for it unsent;
+        the REPL gives it back to the user rather than let it ride along with the next prompt
+        (or vanish at the next /back, which starts a fresh harness)."""
+        steering, follow_ups = self.harness.clear_queues()
+        return steering + follow_ups
+
+    # -- the tree -------------------------------------------------------------------------
+
+    def entries(self) -> list[Entry]:
+        """Every entry of the session file ([] before the first message)."""
+        return list(self._log.entries()) if self._log is not None and self.started else []
+
+    def tip(self) -> str | None:
+        return self._log.tip() if self._log is not None and self.started else None
+
+    def tree(self) -> tuple[list[Entry], str | None]:
+        """(entries, tip) for drawing the tree; refused like the commands that need a file."""
+        self._need_file("/tree")
+        return self.entries(), self.tip()
+
+    def back(self, entry_id: str) -> str:
+        """Go back to `entry_id`: the next message follows it. Writes one branch line; the
+        harness is rebuilt from the file. Returns the branch line's id."""
+        self._idle("/back")
+        log = self._need_file("/back")
+        new_tip = log.branch_to(entry_id)
+        self._rebuild(log.replay())
+        return str(new_tip)
+
+    def back_choices(self) -> list[tuple[str, str]]:
+        """What the /back picker offers: `user_choices`, refused like /back itself."""
+        self._idle("/back")
+        self._need_file("/back")
+        return self.user_choices()
+
+    def user_choices(self) -> list[tuple[str, str]]:
+        """(entry id, text) of each user message on the current branch, newest first: what
+        /back without an id and /edit can go back before."""
+        found = user_messages_on_path(self.entries(), self.tip())
+        return [(e["id"], str(e["message"].get("content", ""))) for e in reversed(found)]
+
+    def edit(self, entry_id: str | None = None) -> str:
+        """Go back to just before the user message `entry_id` -- on this branch or any other
+        one in the tree; the last one on this branch by default -- and return its text, to be
+        edited and sent again."""
+        self._idle("/edit")
+        log = self._need_file("/edit")
+        if entry_id is None:
+            choices = self.user_choices()
+            if not choices:
+                raise Refused("/edit: there is no message of yours on this branch")
+            entry_id = choices[0][0]
+        entry = log.entry(entry_id)  # UnknownEntry naming it when absent
+        message = message_of(entry)
+        if message is None or message.get("role") != "user":
+            raise Refused(f"/edit: {entry_id} is not one of your messages (it is "
+                          f"{_kind_of(entry)})")
+        parent = entry.get("parent_id")
+        if parent is None:
+            raise Refused(f"/edit: {entry_id} has nothing before it to go back to")
+        log.branch_to(parent)
+        self._rebuild(log.replay())
+        return str(message.get("content", ""))
+
+    def label(self, entry_id: str, text: str) -> str:
+        """Label `entry_id` (an empty text takes its label off)."""
+        log = self._need_file("/label")
+        log.entry(entry_id)
+        return str(log.append_label(entry_id, text))
+
+    def name(self, text: str) -> None:
+        """Name the session; before the first message the name waits for session_info."""
+        if self._log is None:
+            raise Refused("/name: this session is not saved (--no-session)")
+        if self.started:
+            self._log.append_session_info(name=text)
+        else:
+            self._pending_name = text
+
+    def fork(self) -> Path:
+        """Copy the current branch into a new session file (session_info naming the origin
+        file and entry) and carry on in it. Returns the new file."""
+        self._idle("/fork")
+        log = self._need_file("/fork")
+        destination = new_session_path(self.home, self.cwd)
+        new_lease = acquire(destination)
+        try:
+            write_linear(log.entries(), log.tip(), destination, origin_file=str(log.path),
+                         info={"model": model_label(self.model)})
+        except BaseException:
+            new_lease.release()
+            raise
+        if self._lease is not None:
+            self._lease.release()
+        self._lease, self._log = new_lease, SessionLog(destination)
+        self._rebuild(self._log.replay())
+        return destination
+
+    def export(self, kind: str, target: Path | None = None) -> Path:
+        """Write the current branch out: `kind` "md" as Markdown (default
+        `mulligan-<session>.md` in the working folder), "jsonl" as a new linear session file
+        (default: a new session of this folder). A relative `target` is taken in the working
+        folder, where the tools act. Never overwrites (ExportTargetExists). Returns the file."""
+        log = self._need_file("/export")
+        stem = Path(log.path).stem
+        if target is not None:
+            target = self.cwd / target
+        if kind == "md":
+            target = target or self.cwd / f"mulligan-{stem}.md"
+            return write_new(target, to_markdown(log.entries(), log.tip(),
+                                                 title=f"Session {stem}"))
+        if kind != "jsonl":
+            raise Refused(f"/export: no format {kind!r}; md or jsonl")
+        target = target or new_session_path(self.home, self.cwd)
+        return write_linear(log.entries(), log.tip(), target, origin_file=log.path)
+
+    def set_model(self, name: str) -> str:
+        """Switch to the model called `name` for the next run; recorded as a model_change
+        entry once the session has a file. Returns the model's name."""
+        self._idle("/model")
+        if self._resolver is None:
+            raise Refused("/model: no way to resolve model names here")
+        model = self._resolver(name)
+        self._rebuild(list(self.harness.messages), model=model)
+        if self._log is not None and self.started:
+            self._log.append_model_change(*model_parts(model))
+        return model_label(model)
+
+    def sessions(self, *, every_folder: bool = False) -> list[SessionSummary]:
+        return list_sessions(self.home, None if every_folder else self.cwd)
+
+    def resume(self, session_file: Path) -> None:
+        """Carry on in another session file (leased now; LeaseHeld if another process has it)."""
+        self._idle("/resume")
+        current = self.session_file
+        if current is not None and Path(session_file).resolve() == current.resolve():
+            return
+        self._open(Path(session_file))
+
+
+def _kind_of(entry: Entry) -> str:
+    message = message_of(entry)
+    if message is not None:
+        return f"a {message.get('role')} message"
+    return f"a {entry.get('type')} entry"
+
+
+def _has_entries(session_file: str | os.PathLike[str]) -> bool:
+    try:
+        return Path(session_file).stat().st_size > 0
+    except FileNotFoundError:
+        return False
