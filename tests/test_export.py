@@ -54,7 +54,7 @@ def test_text_transcript_names_each_message_by_id(tmp_path):
     log = branched(tmp_path)
     text = to_text(log.entries(), log.tip())
     assert "[e2] you\nMake main.py faster." in text
-    assert '[e3] assistant\nReading it.\n→ read {"path": "main.py"}' in text
+    assert '[e3] assistant\nReading it.\n→ read({"path": "main.py"})' in text
 
 
 def test_jsonl_export_is_a_linear_session_naming_its_origin(tmp_path):

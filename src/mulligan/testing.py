@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from mulligan.brief import call_text
 from mulligan.messages import (
     ABORTED,
     AssistantMessage,
@@ -218,8 +219,7 @@ def show(messages: Iterable[Message], clip: int | None = None) -> str:
                 elif block["type"] == "thinking":
                     parts.append(f"thinking {quote(block['thinking'])}")
                 else:
-                    parts.append(f"toolCall {block['id']} {block['name']}"
-                                 f"({json.dumps(block['arguments'], ensure_ascii=False)})")
+                    parts.append(f"toolCall {block['id']} {call_text(block, brief=False)}")
             if "error_message" in message:
                 parts.append(f"[{message['stop_reason']}: {quote(message['error_message'])}]")
             lines.append("assistant -> " + (" + ".join(parts) if parts else "(empty)"))

@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from mulligan.brief import call_text
 from mulligan.home import open_private, private_dirs
 from mulligan.session import SessionLog, path
 from mulligan.session.branches import blocks_of, labels_of, message_of
@@ -71,7 +72,7 @@ def _message_markdown(entry_id: str, message: Mapping[str, Any], label: str) -> 
             lines += ["<details><summary>thinking</summary>", "", block["thinking"], "",
                       "</details>", ""]
         elif block.get("type") == "toolCall":
-            lines += [f"**Tool call `{block.get('name')}`**", "",
+            lines += [f"**Tool call** `{call_text(block, room=80)}`", "",
                       *_fenced(json.dumps(block.get("arguments"), indent=2, ensure_ascii=False),
                                "json"), ""]
     if message.get("stop_reason") in ("error", "aborted"):
@@ -177,8 +178,7 @@ def to_text(entries: Sequence[Mapping[str, Any]], leaf_id: str | None) -> str:
                 if block.get("type") == "text":
                     parts.append(str(block.get("text", "")))
                 elif block.get("type") == "toolCall":
-                    parts.append(f"→ {block.get('name')} "
-                                 f"{json.dumps(block.get('arguments'), ensure_ascii=False)}")
+                    parts.append(f"→ {call_text(block, brief=False)}")
             if message.get("stop_reason") in ("error", "aborted"):
                 parts.append(f"({message.get('stop_reason')}: {message.get('error_message', '')})")
             out.append(f"[{entry['id']}] assistant\n" + "\n".join(parts))

@@ -9,13 +9,13 @@ transcript or the session file.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 
 from rich.console import Console
 from rich.text import Text
 
+from mulligan.brief import arguments_text
 from mulligan.messages import text_of
 
 
@@ -84,8 +84,9 @@ class LiveRenderer:
         elif kind == "message_end":
             self._message_end(event["message"])
         elif kind == "tool_execution_start":
-            self._line(Text("▸ ", style="cyan") + Text(
-                f"{event.get('tool_name')} {_brief(event.get('arguments') or {})}", style="dim"))
+            shown = arguments_text(event.get("arguments") or {}, room=100)
+            self._line(Text("▸ ", style="cyan")
+                       + Text(f"{event.get('tool_name')} {shown}", style="dim"))
         elif kind == "tool_execution_end":
             self._result(event.get("result") or {}, bool(event.get("is_error")))
 
@@ -131,14 +132,3 @@ class LiveRenderer:
             self.console.print()
             self._midline = False
         return self.last is not None and self.last.get("stop_reason") not in ("error", "aborted")
-
-
-def _brief(arguments: Any, room: int = 100) -> str:
-    # A model may send arguments of any JSON shape; run_tool refuses them, the screen shows them.
-    if isinstance(arguments, dict) and len(arguments) == 1:
-        (value,) = arguments.values()
-        text = value if isinstance(value, str) else json.dumps(value)
-    else:
-        text = json.dumps(arguments, ensure_ascii=False)
-    text = " ".join(text.split())
-    return text if len(text) <= room else text[: room - 1] + "…"

@@ -10,12 +10,11 @@ Never reads or writes a file.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from mulligan.brief import cut, message_line
 from mulligan.session.branches import (
-    blocks_of,
     children_of,
     labels_of,
     message_leaves,
@@ -34,23 +33,7 @@ def describe(entry: Mapping[str, Any]) -> str:
         message = message_of(entry)
         if message is None:
             return "(damaged: a message entry without a message object)"
-        role = message.get("role")
-        if role == "user":
-            return "you: " + _flat(message.get("content", ""))
-        if role == "toolResult":
-            mark = " (error)" if message.get("is_error") else ""
-            tool = message.get("tool_name", "tool")
-            return f"{tool}{mark} → " + _flat(message.get("content", ""))
-        parts = []
-        for block in blocks_of(message):
-            if block.get("type") == "text" and _flat(block.get("text", "")):
-                parts.append(_flat(block["text"]))
-            elif block.get("type") == "toolCall":
-                parts.append(f"{block.get('name')}({_brief_args(block.get('arguments') or {})})")
-        if message.get("stop_reason") in ("error", "aborted"):
-            reason, why = message.get("stop_reason"), _flat(message.get("error_message", ""))
-            parts.append(f"[{reason}: {why}]" if why and why != reason else f"[{reason}]")
-        return "ai: " + (" ".join(parts) if parts else "(empty)")
+        return message_line(message)
     if kind == "branch":
         return f"↩ back to {entry.get('parent_id')}"
     if kind == "session_info":
@@ -93,7 +76,7 @@ def render_tree(
         head = f"{prefix}{entry_id:<{id_width}} "
         words = describe(by_id[entry_id])
         room = width - len(head) - len(tag) - len(tip_tag)
-        return head + _cut(words, room) + tag + tip_tag
+        return head + cut(words, room) + tag + tip_tag
 
     def folded(prefix: str, root: str) -> str:
         ids = [i for i in subtree_ids(children, root) if i not in hidden]
@@ -106,7 +89,7 @@ def render_tree(
         text = f"… {len(ids)} {noun} on {where} ({span})"
         if names:
             text += " [" + ", ".join(names) + "]"
-        return prefix + _cut(text, width - len(prefix))
+        return prefix + cut(text, width - len(prefix))
 
     def walk(start: str, first_prefix: str, rest_prefix: str) -> None:
         current: str | None = start
@@ -137,20 +120,3 @@ def render_tree(
     if main_root is not None:
         walk(main_root, "", "")
     return lines
-
-
-def _flat(text: Any) -> str:
-    return " ".join(str(text).split())
-
-
-def _brief_args(arguments: Any) -> str:
-    if isinstance(arguments, Mapping) and len(arguments) == 1:
-        (value,) = arguments.values()
-        return _flat(value if isinstance(value, str) else json.dumps(value))
-    return _flat(json.dumps(arguments, ensure_ascii=False))
-
-
-def _cut(text: str, room: int) -> str:
-    if room <= 1:
-        return "…" if text else ""
-    return text if len(text) <= room else text[: room - 1] + "…"

@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from mulligan.session.tree import ancestors
+
 Entry = Mapping[str, Any]
 
 
@@ -26,15 +28,26 @@ def path_ids(entries: Sequence[Entry], leaf_id: str | None) -> list[str]:
     """The ids from the first entry down to `leaf_id`, oldest first ([] for None). Stops, rather
     than loops, at a missing parent or a circle: this is for drawing, and `session.path` is the
     walk that refuses a broken file."""
-    by_id = {entry["id"]: entry for entry in entries}
-    ids: list[str] = []
-    seen: set[str] = set()
-    current = leaf_id
-    while current is not None and current in by_id and current not in seen:
-        seen.add(current)
-        ids.append(current)
-        current = by_id[current].get("parent_id")
-    return ids[::-1]
+    if leaf_id is None:
+        return []
+    up = _parents(entries)
+    if leaf_id not in up:
+        return []
+    ids = list(ancestors(leaf_id, up.get))
+    ids.reverse()
+    return ids
+
+
+def _parents(entries: Sequence[Entry]) -> dict[str, str | None]:
+    """Each id's parent id, where that parent is an entry of the file (else None): the `up`
+    of `ancestors` for drawing code, which must never crash on a damaged file."""
+    ids = {entry["id"] for entry in entries if isinstance(entry.get("id"), str)}
+    up: dict[str, str | None] = {}
+    for entry in entries:
+        entry_id, parent = entry.get("id"), entry.get("parent_id")
+        if isinstance(entry_id, str) and entry_id not in up:
+            up[entry_id] = parent if isinstance(parent, str) and parent in ids else None
+    return up
 
 
 def subtree_ids(children: Mapping[str | None, list[str]], root: str) -> list[str]:
@@ -75,18 +88,16 @@ def message_leaves(entries: Sequence[Entry]) -> list[str]:
     """The message entries that no later message follows: one per attempt the session holds.
     An entry with only non-message entries under it (a label, a branch line nobody wrote after)
     still ends its attempt."""
-    by_id = {entry["id"]: entry for entry in entries}
+    up = _parents(entries)
+    kinds = {entry.get("id"): entry.get("type") for entry in entries}
     followed: set[str] = set()
     for entry in entries:
-        if entry.get("type") != "message":
+        parent = up.get(entry.get("id"))  # type: ignore[arg-type]
+        if entry.get("type") != "message" or parent is None:
             continue
-        parent, seen = entry.get("parent_id"), set()
-        while parent is not None and parent in by_id and parent not in seen:
-            seen.add(parent)
-            if by_id[parent].get("type") == "message":
-                followed.add(parent)
-                break
-            parent = by_id[parent].get("parent_id")
+        nearest = next((a for a in ancestors(parent, up.get) if kinds[a] == "message"), None)
+        if nearest is not None:
+            followed.add(nearest)
     return [e["id"] for e in entries if e.get("type") == "message" and e["id"] not in followed]
 
 

@@ -34,6 +34,7 @@ from mulligan.session.errors import (
     TornLine,
 )
 from mulligan.session.log import _fsync_folder, _write_all, timestamp
+from mulligan.session.tree import ancestors
 
 _SHOW = 50  # problems listed by format(); the rest are counted
 
@@ -203,18 +204,18 @@ def _circles(parent: dict[str, str], line_of: dict[str, int]) -> Iterable[str]:
     """Each circle of parents once, listed from the entry nearest the top of the file."""
     done: set[str] = set()
     for start in parent:
-        trail: dict[str, int] = {}
-        at: str | None = start
-        while at is not None and at not in done and at not in trail:
-            trail[at] = len(trail)
-            at = parent.get(at)
-        if at is not None and at in trail:  # came back to somewhere on this trail
-            ring = list(trail)[trail[at]:]
-            first = min(range(len(ring)), key=lambda i: line_of[ring[i]])
-            ring = ring[first:] + ring[:first]
-            shown = " -> ".join(f"{entry_id} (line {line_of[entry_id]})" for entry_id in ring)
-            yield f"entries {shown} -> {ring[0]} form a circle: each names the next as its parent"
+        if start in done:
+            continue
+        trail = list(ancestors(start, lambda at: None if at in done else parent.get(at)))
         done.update(trail)
+        comes_back = parent.get(trail[-1])
+        if comes_back is None or comes_back not in trail:
+            continue  # reached a root, or a part of the tree already looked at
+        ring = trail[trail.index(comes_back):]
+        first = min(range(len(ring)), key=lambda i: line_of[ring[i]])
+        ring = ring[first:] + ring[:first]
+        shown = " -> ".join(f"{entry_id} (line {line_of[entry_id]})" for entry_id in ring)
+        yield f"entries {shown} -> {ring[0]} form a circle: each names the next as its parent"
 
 
 # ---- repair -------------------------------------------------------------------------------

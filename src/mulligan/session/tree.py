@@ -7,14 +7,17 @@ costs one dict lookup, and a walk from the tip is a list lookup per step that ch
 step, what the format refuses (no parent key, a missing parent, a circle).
 
 `path(entries, leaf_id)` is the same walk over a plain list of dicts, for callers holding
-entries from elsewhere. Nothing here does I/O; every refusal is a named `SessionError`.
+entries from elsewhere. `ancestors` is the one walk up a tree that every other reader (the
+tree drawing, `check`, the attempt count) uses too. Nothing here does I/O; every refusal is a
+named `SessionError`.
 """
 
 from __future__ import annotations
 
 import gc
 import os
-from typing import Any
+from collections.abc import Callable, Hashable, Iterator
+from typing import Any, TypeVar
 
 import orjson
 
@@ -29,6 +32,7 @@ from mulligan.session.errors import (
 )
 
 Entry = dict[str, Any]
+K = TypeVar("K", bound=Hashable)
 FileName = str | os.PathLike[str] | None
 
 _NO_KEY = object()  # stands for a missing "parent_id" key while parents are looked up
@@ -157,20 +161,17 @@ class Index:
         where the walk comes back), each naming the entry. A list lookup per step."""
         if leaf_id is None:
             return []
-        at = self.position(leaf_id)
-        up = self._up
-        walked: list[int] = []
-        append = walked.append
-        for _ in range(len(up)):  # a branch is never longer than the file
-            append(at)
-            above = up[at]
-            if above is None:
-                above = self._parent_of(at)
-                if above is None:
-                    walked.reverse()
-                    return walked
-            at = above
-        raise self._circle(walked[0])
+        walked = list(ancestors(self.position(leaf_id), self._step))
+        comes_back = self._step(walked[-1])
+        if comes_back is not None:  # the chain stopped because its next entry was walked
+            raise CircularParent("is its own ancestor: its parent chain comes back to it",
+                                 file=self.file, entry_id=self.entries[comes_back]["id"])
+        walked.reverse()
+        return walked
+
+    def _step(self, at: int) -> int | None:
+        above = self._up[at]
+        return above if above is not None else self._parent_of(at)
 
     def _parent_of(self, at: int) -> int | None:
         """The parent of an entry whose parent was not found when it was read: None for a
@@ -191,21 +192,25 @@ class Index:
         self._up[at] = found
         return found
 
-    def _circle(self, start: int) -> CircularParent:
-        """The walk from `start` went on longer than the file: name the entry it came back to."""
-        seen: set[int] = set()
-        at: int | None = start
-        while at is not None and at not in seen:
-            seen.add(at)
-            at = self._up[at]
-        assert at is not None
-        return CircularParent("is its own ancestor: its parent chain comes back to it",
-                              file=self.file, entry_id=self.entries[at]["id"])
-
     def path(self, leaf_id: str | None) -> list[Entry]:
         """The entries from the first one down to `leaf_id`, oldest first."""
         entries = self.entries
         return [entries[i] for i in self.walk(leaf_id)]
+
+
+def ancestors(start: K, up: Callable[[K], K | None]) -> Iterator[K]:
+    """`start`, its parent, its parent's parent, ... : the one walk up the tree, over
+    positions (`Index`) or ids (drawing code, `check`). `up(x)` is x's parent, or None where
+    there is none to follow (a root, or a parent that is not there); it may raise to refuse a
+    step. Stops without raising just before an entry would come round again, so a circle ends
+    the walk; a caller that must refuse circles asks `up` of the last entry yielded: not None
+    means the walk came back to that entry."""
+    seen: set[K] = set()
+    at: K | None = start
+    while at is not None and at not in seen:
+        seen.add(at)
+        yield at
+        at = up(at)
 
 
 def path(entries: list[Entry], leaf_id: str | None) -> list[Entry]:

@@ -24,9 +24,12 @@ __all__ = [
 ]
 
 
-def coding_tools(root: str | os.PathLike[str], *, bash_timeout: float = 120.0) -> list[Tool]:
+def coding_tools(root: str | os.PathLike[str] | Workspace, *,
+                 bash_timeout: float = 120.0) -> list[Tool]:
     """read, write, edit, bash, ls, grep and find, all confined to the folder `root` (which must
-    exist: NotADirectoryError names it otherwise). `bash_timeout` is bash's default timeout in
-    seconds; the model may ask for another per call."""
-    return [read_tool(root), write_tool(root), edit_tool(root),
-            bash_tool(root, timeout=bash_timeout), ls_tool(root), grep_tool(root), find_tool(root)]
+    exist: NotADirectoryError names it otherwise) through one shared `Workspace`.
+    `bash_timeout` is bash's default timeout in seconds; the model may ask for another per
+    call."""
+    ws = Workspace.of(root)
+    return [read_tool(ws), write_tool(ws), edit_tool(ws), bash_tool(ws, timeout=bash_timeout),
+            ls_tool(ws), grep_tool(ws), find_tool(ws)]

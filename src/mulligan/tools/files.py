@@ -8,13 +8,12 @@ from; `write` and `edit` only ever write UTF-8 text.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any, BinaryIO
 
 from mulligan.tools.base import Tool, ToolError
 from mulligan.tools.budget import MAX_BYTES, MAX_LINES, cut_utf8_head, split_lines, truncate_head
-from mulligan.tools.workspace import Workspace, is_binary
+from mulligan.tools.workspace import Root, Workspace, is_binary
 
 __all__ = ["edit_tool", "read_tool", "write_tool"]
 
@@ -22,13 +21,13 @@ _SNIFF = 8192  # bytes looked at to tell binary from text
 
 
 def read_tool(
-    root: str | os.PathLike[str], *, max_lines: int = MAX_LINES, max_bytes: int = MAX_BYTES
+    root: Root, *, max_lines: int = MAX_LINES, max_bytes: int = MAX_BYTES
 ) -> Tool:
     """The `read` tool: a text file's lines from `offset` (1-based), at most `limit` of them and
     never more than the budget, with a last line naming the offset to continue from. Binary
     files are refused; text that is not UTF-8 is decoded with replacement characters, and the
     result says so on its first line."""
-    ws = Workspace(root)
+    ws = Workspace.of(root)
 
     def execute(arguments: dict[str, Any]) -> str:
         path = arguments["path"]
@@ -93,10 +92,10 @@ def read_tool(
     }
 
 
-def write_tool(root: str | os.PathLike[str]) -> Tool:
+def write_tool(root: Root) -> Tool:
     """The `write` tool: create a file, or replace all of it, as UTF-8; parent folders are
     created. Reports the bytes written and whether the file was created or replaced."""
-    ws = Workspace(root)
+    ws = Workspace.of(root)
 
     def execute(arguments: dict[str, Any]) -> str:
         path, content = arguments["path"], arguments["content"]
@@ -134,11 +133,11 @@ def write_tool(root: str | os.PathLike[str]) -> Tool:
     }
 
 
-def edit_tool(root: str | os.PathLike[str]) -> Tool:
+def edit_tool(root: Root) -> Tool:
     """The `edit` tool: replace one exact, unique occurrence of old_text with new_text. Zero
     matches and several matches are refused, the latter with the count and line numbers; the
     file is unchanged by a refusal."""
-    ws = Workspace(root)
+    ws = Workspace.of(root)
 
     def execute(arguments: dict[str, Any]) -> str:
         path, old, new = arguments["path"], arguments["old_text"], arguments["new_text"]

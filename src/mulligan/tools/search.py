@@ -16,7 +16,7 @@ from typing import Any
 
 from mulligan.tools.base import Tool, ToolError
 from mulligan.tools.budget import MAX_BYTES, MAX_LINES, truncate_head
-from mulligan.tools.workspace import SKIPPED_DIRS, Workspace, is_binary
+from mulligan.tools.workspace import SKIPPED_DIRS, Root, Workspace, is_binary
 
 __all__ = ["find_tool", "glob_matcher", "grep_tool", "ls_tool"]
 
@@ -26,10 +26,10 @@ _SKIPPED = ", ".join(sorted(SKIPPED_DIRS))
 
 
 def ls_tool(
-    root: str | os.PathLike[str], *, max_lines: int = MAX_LINES, max_bytes: int = MAX_BYTES
+    root: Root, *, max_lines: int = MAX_LINES, max_bytes: int = MAX_BYTES
 ) -> Tool:
     """The `ls` tool: the entries of one folder, sorted, folders marked with a trailing "/"."""
-    ws = Workspace(root)
+    ws = Workspace.of(root)
 
     def execute(arguments: dict[str, Any]) -> str:
         path = arguments.get("path", ".")
@@ -65,10 +65,10 @@ def ls_tool(
 
 
 def grep_tool(
-    root: str | os.PathLike[str], *, max_lines: int = MAX_LINES, max_bytes: int = MAX_BYTES
+    root: Root, *, max_lines: int = MAX_LINES, max_bytes: int = MAX_BYTES
 ) -> Tool:
     """The `grep` tool: lines matching a Python regular expression, as "file:line: text"."""
-    ws = Workspace(root)
+    ws = Workspace.of(root)
 
     def execute(arguments: dict[str, Any]) -> str:
         pattern, path = arguments["pattern"], arguments.get("path", ".")
@@ -133,10 +133,10 @@ def grep_tool(
 
 
 def find_tool(
-    root: str | os.PathLike[str], *, max_lines: int = MAX_LINES, max_bytes: int = MAX_BYTES
+    root: Root, *, max_lines: int = MAX_LINES, max_bytes: int = MAX_BYTES
 ) -> Tool:
     """The `find` tool: paths matching a glob, sorted, folders marked with a trailing "/"."""
-    ws = Workspace(root)
+    ws = Workspace.of(root)
 
     def execute(arguments: dict[str, Any]) -> str:
         pattern, path = arguments["pattern"], arguments.get("path", ".")

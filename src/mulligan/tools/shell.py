@@ -22,7 +22,7 @@ from typing import Any, Literal
 
 from mulligan.tools.base import Tool, ToolError
 from mulligan.tools.budget import MAX_BYTES, MAX_LINES, cut_utf8_tail, truncate_tail
-from mulligan.tools.workspace import Workspace
+from mulligan.tools.workspace import Root, Workspace
 
 __all__ = ["CommandRun", "CommandTimedOut", "bash_tool", "run_command"]
 
@@ -143,12 +143,12 @@ def _wait(
 
 
 def bash_tool(
-    root: str | os.PathLike[str], *, timeout: float = 120.0, max_lines: int = MAX_LINES,
+    root: Root, *, timeout: float = 120.0, max_lines: int = MAX_LINES,
     max_bytes: int = MAX_BYTES,
 ) -> Tool:
     """The `bash` tool over the workspace `root`. `timeout` is the default limit in seconds; the
     model may ask for another per call. Interruptible: an abort event kills the command."""
-    ws = Workspace(root)
+    ws = Workspace.of(root)
 
     def execute(arguments: dict[str, Any], abort: threading.Event | None = None) -> str:
         seconds = float(arguments.get("timeout", timeout))

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from mulligan.tools.base import ToolError
 
-__all__ = ["SKIPPED_DIRS", "OutsideWorkspace", "Workspace", "is_binary"]
+__all__ = ["SKIPPED_DIRS", "OutsideWorkspace", "Root", "Workspace", "is_binary"]
 
 # Folders a walk (grep, find) does not go into unless asked for by path: version-control
 # internals and installed dependencies, which drown a search in matches nobody wrote.
@@ -34,6 +34,11 @@ class Workspace:
         if not resolved.is_dir():
             raise NotADirectoryError(f"Workspace {root} is not an existing folder")
         self.root = resolved
+
+    @classmethod
+    def of(cls, root: Root) -> Workspace:
+        """`root` itself when it is a Workspace (the coding tools share one), else a new one."""
+        return root if isinstance(root, Workspace) else cls(root)
 
     def resolve(self, path: str) -> Path:
         """The real path for `path` (relative to the root, or absolute), symlinks resolved.
@@ -84,6 +89,10 @@ class Workspace:
                 if path.is_symlink() and not self.inside(path):
                     continue
                 yield path
+
+
+# What a tool factory accepts as its folder: a path, or the Workspace the coding tools share.
+Root = str | os.PathLike[str] | Workspace
 
 
 def is_binary(head: bytes) -> bool:

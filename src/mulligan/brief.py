@@ -1,0 +1,78 @@
+"""The one short rendering of a tool call and of a message, shared by every reader that shows
+one in a line: /tree and `sessions tree`, the live view, `sessions show`, the Markdown export
+and `testing.show`.
+
+In: message and block dicts as they come from a model or a session file -- possibly damaged,
+so nothing here assumes a shape beyond what it checks. Out: plain strings. Never raises on
+odd content, never changes what it is given.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = ["arguments_text", "call_text", "cut", "flat", "message_line"]
+
+
+def flat(text: Any) -> str:
+    """`text` on one line: every run of white space (newlines included) folded to one space."""
+    return " ".join(str(text).split())
+
+
+def cut(text: str, room: int | None) -> str:
+    """`text`, or its start and "…" when it is longer than `room` characters (None: no limit)."""
+    if room is None or len(text) <= room:
+        return text
+    return "…" if room <= 1 else text[: room - 1] + "…"
+
+
+def arguments_text(arguments: Any, *, brief: bool = True, room: int | None = None) -> str:
+    """A tool call's arguments on one line. `brief`: a call with one argument shows just its
+    value (``main.py``, not ``{"path": "main.py"}``); otherwise, and always without `brief`,
+    the arguments as JSON. A model may send any JSON shape; it is shown as it is."""
+    if brief and isinstance(arguments, Mapping) and len(arguments) == 1:
+        (value,) = arguments.values()
+        text = value if isinstance(value, str) else _json(value)
+    else:
+        text = _json(arguments)
+    return cut(flat(text) if brief else text, room)
+
+
+def call_text(block: Mapping[str, Any], *, brief: bool = True, room: int | None = None) -> str:
+    """A tool call block as ``name(arguments)``: ``read(main.py)``; without `brief`,
+    ``read({"path": "main.py"})``."""
+    return cut(f"{block.get('name')}({arguments_text(block.get('arguments'), brief=brief)})",
+               room)
+
+
+def message_line(message: Mapping[str, Any]) -> str:
+    """A message in a few words: ``you: ...``, ``ai: ... read(main.py) [error: why]``,
+    ``read (error) → ...``."""
+    role = message.get("role")
+    if role == "user":
+        return "you: " + flat(message.get("content", ""))
+    if role == "toolResult":
+        mark = " (error)" if message.get("is_error") else ""
+        return f"{message.get('tool_name', 'tool')}{mark} → " + flat(message.get("content", ""))
+    parts = []
+    content = message.get("content")
+    for block in content if isinstance(content, list) else []:
+        if not isinstance(block, Mapping):
+            continue
+        if block.get("type") == "text" and flat(block.get("text", "")):
+            parts.append(flat(block["text"]))
+        elif block.get("type") == "toolCall":
+            parts.append(call_text(block))
+    if message.get("stop_reason") in ("error", "aborted"):
+        reason, why = message.get("stop_reason"), flat(message.get("error_message", ""))
+        parts.append(f"[{reason}: {why}]" if why and why != reason else f"[{reason}]")
+    return "ai: " + (" ".join(parts) if parts else "(empty)")
+
+
+def _json(value: Any) -> str:
+    try:
+        return json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError):  # not JSON at all (never from a model): say what it is
+        return repr(value)
