@@ -1,4 +1,9 @@
-"""The core (messages, tools, loop, harness, session) imports no frontend, CLI or provider SDK.
+"""The layers, in order, and the core's freedom from frontends and SDKs.
+
+messages/wire/home/brief < tools, session, providers, prompts, testing (siblings never import
+each other) < loop < harness < app < frontends < cli/modes/demo. A module imports only from
+layers below its own, or from its own package. The core (messages, wire, tools, loop,
+harness, session) imports no frontend, CLI or provider SDK at all.
 
 Read with `ast`, so an import inside a function counts as much as one at the top of a file."""
 
@@ -13,10 +18,22 @@ import pytest
 
 SRC = Path(__file__).resolve().parent.parent / "src"
 PACKAGE = SRC / "mulligan"
-CORE = ["messages.py", "tools", "loop.py", "harness.py", "session"]
+CORE = ["messages.py", "wire.py", "tools", "loop.py", "harness.py", "session"]
 FORBIDDEN = ["mulligan.frontends", "mulligan.cli", "mulligan.providers", "anthropic", "openai",
              "xllamacpp", "rich", "prompt_toolkit"]
-ALLOWED = ["mulligan.providers.base"]
+ALLOWED: list[str] = []
+# The order of the layers; a name is a module or package directly under mulligan/.
+LAYERS: list[set[str]] = [
+    {"messages", "wire", "home", "brief"},
+    {"tools", "session", "providers", "prompts", "testing"},
+    {"loop"},
+    {"harness"},
+    {"app"},
+    {"frontends"},
+    {"cli", "modes", "demo", "__main__"},
+]
+# Layers whose members may import each other (the lowest: plain types; the top: entry points).
+OPEN_LAYERS = {0, len(LAYERS) - 1}
 
 
 def core_files() -> list[Path]:
@@ -87,7 +104,7 @@ def test_the_scanner_sees_relative_lazy_and_from_package_imports() -> None:
     flagged = sorted(m for _, m in imported_names(source, "mulligan.session.probe")
                      if is_forbidden(m))
     assert flagged == ["mulligan.cli", "mulligan.frontends", "mulligan.frontends.live",
-                       "mulligan.providers.registry", "rich.console"]
+                       "mulligan.providers.base", "mulligan.providers.registry", "rich.console"]
 
 
 def test_importing_the_core_loads_no_frontend_cli_provider_or_sdk() -> None:
@@ -100,3 +117,67 @@ def test_importing_the_core_loads_no_frontend_cli_provider_or_sdk() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           check=True)
     assert done.stdout.strip() == "[]"
+
+
+def layer_of(module: str) -> tuple[int, str] | None:
+    """(layer number, top-level name) of a mulligan module; None for the package itself and
+    for anything outside it."""
+    parts = module.split(".")
+    if parts[0] != "mulligan" or len(parts) < 2:
+        return None
+    top = parts[1]
+    if top in ("__version__", "__all__"):  # names from the package itself, not modules
+        return None
+    for number, members in enumerate(LAYERS):
+        if top in members:
+            return number, top
+    raise AssertionError(f"{module}: mulligan.{top} is in no layer of tests/test_layering.py")
+
+
+def wrong_way(importer: str, imported: str) -> bool:
+    """True when `importer` may not import `imported`: a higher layer, or a sibling."""
+    source, target = layer_of(importer), layer_of(imported)
+    if source is None or target is None or source[1] == target[1]:
+        return False
+    if target[0] == source[0]:
+        return source[0] not in OPEN_LAYERS
+    return target[0] > source[0]
+
+
+def every_file() -> list[Path]:
+    return sorted(f for f in PACKAGE.rglob("*.py") if f != PACKAGE / "__init__.py")
+
+
+def test_every_module_is_in_a_layer() -> None:
+    for file in every_file():
+        layer_of(module_of(file))
+
+
+@pytest.mark.parametrize("file", every_file(), ids=lambda f: f.relative_to(PACKAGE).as_posix())
+def test_a_module_imports_only_from_layers_below_or_its_own_package(file: Path) -> None:
+    importer = module_of(file)
+    bad = [f"line {line}: {module}" for line, module in imports_of(file)
+           if wrong_way(importer, module)]
+    assert bad == [], f"{file.relative_to(SRC)} imports upward or sideways: {bad}"
+
+
+def test_the_order_check_flags_planted_upward_sideways_and_lazy_imports() -> None:
+    planted = {
+        "mulligan.session.log": "from mulligan.app import Controller\n",  # upward
+        "mulligan.tools.files": "def f():\n    from mulligan.session import SessionLog\n",
+        "mulligan.loop": "from .harness import Harness\n",  # relative, upward
+        "mulligan.app.controller": "from mulligan.frontends import tree\n",
+        "mulligan.providers.local": "import mulligan.testing\n",  # sideways
+    }
+    for importer, source in planted.items():
+        found = [m for _, m in imported_names(source, importer) if wrong_way(importer, m)]
+        assert found, f"{importer}: {source!r} was not flagged"
+    allowed = {
+        "mulligan.frontends.repl": "from mulligan.app import Controller\n",
+        "mulligan.wire": "from mulligan.messages import Message\n",
+        "mulligan.cli": "from mulligan import modes\n",
+        "mulligan.session.log": "from mulligan.session.tree import Index\n",
+    }
+    for importer, source in allowed.items():
+        found = [m for _, m in imported_names(source, importer) if wrong_way(importer, m)]
+        assert found == [], f"{importer}: {source!r} was flagged: {found}"
