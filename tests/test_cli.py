@@ -43,6 +43,18 @@ def test_version_prints_the_version(tmp_path):
     assert done.returncode == 0 and done.stdout.strip() == "mulligan 0.1.0"
 
 
+@pytest.mark.parametrize("flag", ["--version", "--help"])
+def test_version_and_help_import_no_agent_schema_checker_or_provider(flag):
+    code = ("import sys\nfrom mulligan.cli import main\ntry:\n    main([%r])\n"
+            "except SystemExit:\n    pass\n"
+            "heavy = ('mulligan.modes', 'mulligan.app', 'mulligan.harness', 'jsonschema', "
+            "'mulligan.providers', 'anthropic', 'openai', 'rich', 'prompt_toolkit')\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in heavy or m in heavy))\n"
+            % flag)
+    done = subprocess.run([PYTHON, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip().splitlines()[-1] == "[]"
+
+
 def test_help_documents_every_flag(tmp_path):
     done = mulligan(tmp_path, "--help")
     for flag in ("-p", "--mode", "--model", "--base-url", "--cwd", "--max-turns",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,7 +16,7 @@ from mulligan.providers.anthropic import AnthropicModel
 from mulligan.providers.config import is_openai_itself
 from mulligan.providers.errors import ConfigError, MissingApiKey, UnknownModel
 from mulligan.providers.openai_chat import OpenAIChatModel
-from mulligan.providers.registry import default_model_name, resolve_model
+from mulligan.providers.registry import Deferred, default_model_name, resolve_model
 from mulligan.testing import user
 
 
@@ -231,3 +232,32 @@ def test_openai_base_url_in_the_environment_is_a_server_that_needs_no_key(
                           home=tmp_path)
     assert model.complete("sys", [user("Hi")], [])["stop_reason"] == "stop"
     assert sent_key(openai_server) == "not-needed"
+
+
+def test_a_deferred_hosted_model_is_named_at_once_and_answers_over_the_real_protocol(
+        tmp_path: Path, claude_server: ScriptedServer) -> None:
+    model = resolve_model("anthropic/claude-sonnet-4-6", base_url=claude_server.url,
+                          env={"ANTHROPIC_API_KEY": "sk-ant-1"}, home=tmp_path, defer=True)
+    assert isinstance(model, Deferred) and model.name == "anthropic/claude-sonnet-4-6"
+    deltas = list(model.stream("system", [user("hi")], []))
+    assert deltas[-1]["message"]["content"] == [{"type": "text", "text": "ok"}]
+    assert isinstance(model.ready(), AnthropicModel)
+
+
+def test_a_deferred_model_still_refuses_a_missing_key_before_returning(tmp_path: Path) -> None:
+    with pytest.raises(MissingApiKey):
+        resolve_model("anthropic/claude-sonnet-4-6", env={}, home=tmp_path, defer=True)
+
+
+def test_a_deferred_model_waits_for_its_build_and_a_failed_build_raises_from_the_call() -> None:
+    gate = threading.Event()
+
+    def build():
+        gate.wait(10)
+        raise ImportError("no SDK here")
+
+    model = Deferred("anthropic/x", build)
+    assert model.name == "anthropic/x"  # returned while the build is still waiting
+    gate.set()
+    with pytest.raises(ImportError, match="no SDK here"):
+        model.complete("system", [user("hi")], [])

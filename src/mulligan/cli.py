@@ -102,11 +102,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Parse `argv` (default: sys.argv[1:]) and run the command; returns the exit status."""
-    from mulligan import modes
-
+    """Parse `argv` (default: sys.argv[1:]) and run the command; returns the exit status.
+    --version and --help end inside parse_args, before the agent is imported: they cost
+    argparse, not the harness, the tools' schema checker or a provider."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    from mulligan import modes
     out, err = sys.stdout, sys.stderr
     try:
         if args.command in ("sessions", "session"):

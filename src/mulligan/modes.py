@@ -46,13 +46,15 @@ def choose_session(args: argparse.Namespace, home: Path, cwd: Path) -> Path | No
                                pick=pick_session if args.resume else None)
 
 
-def build_controller(args: argparse.Namespace, err: TextIO) -> Controller:
-    """Resolve the model, the tools and the session for a run (REPL or -p)."""
+def build_controller(args: argparse.Namespace, err: TextIO, *,
+                     defer: bool = False) -> Controller:
+    """Resolve the model, the tools and the session for a run (REPL or -p). `defer`: load a
+    hosted model's SDK in the background (the REPL)."""
     from mulligan.tools import coding_tools
 
     home = home_of()
     cwd = working_folder(args)
-    model = resolve(args.model, base_url=args.base_url, home=home, err=err)
+    model = resolve(args.model, base_url=args.base_url, home=home, err=err, defer=defer)
     session_file = choose_session(args, home, cwd)
     prompt_file = Path(args.system_prompt_file).expanduser() if args.system_prompt_file \
         else None
@@ -103,7 +105,7 @@ def run_interactive(args: argparse.Namespace, err: TextIO) -> int:
     if not sys.stdin.isatty():
         raise UsageError("stdin is not a terminal: use -p TASK for one run "
                          "(-p - reads the task from stdin)")
-    controller = build_controller(args, err)
+    controller = build_controller(args, err, defer=True)
     load = getattr(controller.model, "load", None)
     if callable(load):
         load()  # a local model's "loading model" line, before the prompt can draw over it

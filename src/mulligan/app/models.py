@@ -45,16 +45,18 @@ def scripted_model(script_file: Path) -> Model:
 
 
 def resolve(name: str | None, *, base_url: str | None, home: Path,
-            err: TextIO | None = None) -> Model:
+            err: TextIO | None = None, defer: bool = False) -> Model:
     """The model called `name` (None: the configured default). Prints the one-line notice to
-    `err` (stderr) when the embedded fallback is chosen because nothing is configured."""
+    `err` (stderr) when the embedded fallback is chosen because nothing is configured.
+    `defer`: a hosted model's SDK loads in the background (the REPL's first prompt does not
+    wait for it; see `providers.registry.Deferred`)."""
     if name and name.startswith(SCRIPTED_PREFIX):
         return scripted_model(Path(name[len(SCRIPTED_PREFIX):]))
     if name is None:
         _, is_fallback = default_model_name(home=home)
         if is_fallback:
             print(FALLBACK_NOTICE, file=err or sys.stderr)
-    return resolve_model(name, base_url=base_url, home=home)
+    return resolve_model(name, base_url=base_url, home=home, defer=defer)
 
 
 def model_label(model: Any) -> str:

@@ -1,0 +1,104 @@
+"""Startup benchmark: `mulligan --version`, `--help` and the REPL's first prompt, against a bare
+interpreter start measured in the same run.
+
+    .venv/bin/python bench/startup_bench.py [--runs 15]
+
+Prints the median wall time of each command over --runs runs (interleaved, so noise falls on
+all alike) and its ratio to `python -c pass`. The REPL is started on a pseudo-terminal with a
+hosted model configured (a dummy key and an unreachable loopback base URL: nothing is sent
+until a prompt is typed), and timed until its prompt is on the screen; for scale, the same run
+times importing the anthropic SDK alone.
+
+Exits 1 if a target is missed: --version and --help under 3x the bare start, and the REPL's
+first prompt under 0.5 s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import pty
+import select
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+PYTHON = sys.executable
+MULLIGAN = str(Path(PYTHON).with_name("mulligan"))
+
+
+def timed(command: list[str], env: dict[str, str]) -> float:
+    started = time.perf_counter()
+    subprocess.run(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                   check=True)
+    return time.perf_counter() - started
+
+
+def first_prompt(env: dict[str, str], cwd: str) -> float:
+    """Seconds from starting the REPL on a pty until its prompt is drawn; then it is quit."""
+    main, child = pty.openpty()
+    started = time.perf_counter()
+    process = subprocess.Popen([MULLIGAN], cwd=cwd, env=env, stdin=child, stdout=child,
+                               stderr=child, close_fds=True)
+    os.close(child)
+    seen = b""
+    try:
+        while b"\xe2\x80\xba" not in seen.partition(b"Ctrl-D quits")[2]:  # the "›" prompt
+            ready, _, _ = select.select([main], [], [], 30)
+            if not ready:
+                raise RuntimeError(f"no prompt: {seen[-400:]!r}")
+            seen += os.read(main, 65536)
+        elapsed = time.perf_counter() - started
+        os.write(main, b"\x04")  # Ctrl-D quits
+        process.wait(timeout=30)
+        return elapsed
+    finally:
+        if process.poll() is None:
+            process.kill()
+        os.close(main)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=15)
+    runs = parser.parse_args().runs
+    scratch = Path(tempfile.mkdtemp(prefix="mulligan-startup-"))
+    env = {**os.environ, "MULLIGAN_HOME": str(scratch / "home"), "TERM": "xterm",
+           "PROMPT_TOOLKIT_NO_CPR": "1", "ANTHROPIC_API_KEY": "bench-dummy",
+           "ANTHROPIC_BASE_URL": "http://127.0.0.1:9"}
+    env.pop("OPENAI_API_KEY", None)
+    cases: dict[str, Callable[[], float]] = {
+        "python -c pass": lambda: timed([PYTHON, "-c", "pass"], env),
+        "mulligan --version": lambda: timed([MULLIGAN, "--version"], env),
+        "mulligan --help": lambda: timed([MULLIGAN, "--help"], env),
+        "import anthropic (for scale)": lambda: timed([PYTHON, "-c", "import anthropic"], env),
+        "REPL first prompt (anthropic)": lambda: first_prompt(env, str(scratch)),
+    }
+    times: dict[str, list[float]] = {name: [] for name in cases}
+    for _ in range(runs):
+        for name, case in cases.items():
+            times[name].append(case())
+    floor = statistics.median(times["python -c pass"])
+    print(f"{'command':<32} {'median':>9} {'x bare':>7}")
+    medians = {}
+    for name, samples in times.items():
+        medians[name] = statistics.median(samples)
+        print(f"{name:<32} {medians[name] * 1000:>7.1f}ms {medians[name] / floor:>6.2f}x")
+    missed = []
+    for name in ("mulligan --version", "mulligan --help"):
+        if medians[name] / floor >= 3:
+            missed.append(f"{name} is {medians[name] / floor:.2f}x a bare start (target < 3x)")
+    if medians["REPL first prompt (anthropic)"] >= 0.5:
+        missed.append("the REPL's first prompt took "
+                      f"{medians['REPL first prompt (anthropic)']:.2f} s (target < 0.5 s)")
+    for line in missed:
+        print(f"MISSED: {line}")
+    return 1 if missed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
