@@ -1,0 +1,52 @@
+"""The docs cannot drift from the code: the README's flags table is the parser's, docs/design.md
+names every module that exists and no module that does not, and every docs link resolves."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from mulligan.cli import build_parser
+
+ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
+DESIGN = ROOT / "docs" / "design.md"
+PACKAGE = ROOT / "src" / "mulligan"
+
+
+def table_rows(text: str, heading: str) -> list[str]:
+    """The first cells of the table under `heading` (a Markdown heading line)."""
+    after = text.split(heading + "\n", 1)[1]
+    rows = []
+    for line in after.splitlines():
+        if line.startswith("#"):
+            break
+        if line.startswith("| ") and not line.startswith("| ---"):
+            rows.append(line.split(" | ")[0].removeprefix("| "))
+    return rows[1:]  # the header row is not a flag
+
+
+def test_the_readme_flags_table_lists_exactly_the_parsers_flags() -> None:
+    documented = set()
+    for cell in table_rows(README.read_text(encoding="utf-8"), "### Flags"):
+        documented.update(re.findall(r"`(-{1,2}[a-z][a-z-]*)", cell))
+    parser = build_parser()
+    actual = {option for action in parser._actions for option in action.option_strings}
+    actual.discard("-h")
+    assert documented == actual
+
+
+def test_design_md_names_every_module_and_only_modules_that_exist() -> None:
+    named = set(re.findall(r"^\| `([\w/]+\.py)` \|", DESIGN.read_text(encoding="utf-8"), re.M))
+    existing = {f.relative_to(PACKAGE).as_posix() for f in PACKAGE.rglob("*.py")}
+    assert named - existing == set(), "docs/design.md names modules that do not exist"
+    assert existing - named == set(), "modules missing from docs/design.md's table"
+
+
+def test_the_readme_is_a_front_door_and_its_doc_links_resolve() -> None:
+    text = README.read_text(encoding="utf-8")
+    assert len(text.splitlines()) <= 300
+    assert text.splitlines()[3].startswith("make run") and text.splitlines()[4].startswith(
+        "make test")
+    for link in re.findall(r"\]\((docs/[^)#]+)", text):
+        assert (ROOT / link).is_file(), link
