@@ -45,12 +45,11 @@ def test_version_prints_the_version(tmp_path):
 
 @pytest.mark.parametrize("flag", ["--version", "--help"])
 def test_version_and_help_import_no_agent_schema_checker_or_provider(flag):
-    code = ("import sys\nfrom mulligan.cli import main\ntry:\n    main([%r])\n"
+    code = (f"import sys\nfrom mulligan.cli import main\ntry:\n    main([{flag!r}])\n"
             "except SystemExit:\n    pass\n"
             "heavy = ('mulligan.modes', 'mulligan.app', 'mulligan.harness', 'jsonschema', "
             "'mulligan.providers', 'anthropic', 'openai', 'rich', 'prompt_toolkit')\n"
-            "print(sorted(m for m in sys.modules if m.split('.')[0] in heavy or m in heavy))\n"
-            % flag)
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in heavy or m in heavy))\n")
     done = subprocess.run([PYTHON, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip().splitlines()[-1] == "[]"
 
