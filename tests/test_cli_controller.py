@@ -137,3 +137,14 @@ def test_export_writes_in_the_working_folder_and_never_overwrites(tmp_path):
     with pytest.raises(Refused, match="md or jsonl"):
         c.export("pdf")
     c.close()
+
+
+def test_edit_of_your_message_on_another_branch_goes_back_before_it(tmp_path):
+    c = make(tmp_path, [say("one"), say("two")])
+    list(c.run_prompt("first attempt"))  # e2, e3
+    c.back("e1")
+    list(c.run_prompt("second attempt"))  # e5, e6 on a new branch
+    assert c.edit("e2") == "first attempt"  # e2 is not on this branch
+    tip = SessionLog(c.session_file).entries()[-1]
+    assert (tip["type"], tip["parent_id"]) == ("branch", "e1")
+    assert c.harness.messages == ()

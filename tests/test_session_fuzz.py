@@ -35,6 +35,19 @@ def reference(data: bytes) -> list[Any] | None:
             return None
         if not isinstance(entry, dict) or not isinstance(entry.get("id"), str):
             return None
+        # Every field of the wrong JSON type is refused wherever the entry is, on the branch
+        # or not: a type that is not a string, a parent_id that is neither a string nor null,
+        # a message on an entry that is not a message entry, a label target that is not a
+        # string.
+        if not isinstance(entry.get("type"), str):
+            return None
+        if "parent_id" in entry and entry["parent_id"] is not None \
+                and not isinstance(entry["parent_id"], str):
+            return None
+        if "message" in entry and entry["type"] != "message":
+            return None
+        if entry["type"] == "label" and not isinstance(entry.get("target_id"), str):
+            return None
         if entry["id"] in by_id:
             return None
         by_id[entry["id"]] = entry
@@ -75,6 +88,14 @@ damage = st.lists(st.one_of(
                                b'"message": {"role": "user", "content": "x"}}'])),
     st.tuples(st.just("reparent"), st.integers(min_value=0),
               st.sampled_from(["e1", "e2", "e3", "e99", None, "drop", 7])),
+    # Fields of the wrong JSON type: ids, parents, types and label targets that are lists,
+    # objects, numbers, booleans or missing; a message moved onto a non-message entry.
+    st.tuples(st.just("retype"), st.integers(min_value=0),
+              st.sampled_from(["id", "parent_id", "type", "target_id"]),
+              st.sampled_from([[], ["e1"], {}, {"id": "e1"}, 7, 1.5, True, None, "drop",
+                               "messagf", "label", "e1"])),
+    st.tuples(st.just("message_on"), st.integers(min_value=0),
+              st.sampled_from(["label", "messagf", "branch", "drop"])),
 ), min_size=1, max_size=3)
 
 
@@ -111,6 +132,23 @@ def damaged(data: bytes, harm: list[tuple[Any, ...]]) -> bytes:
             data = b"\n".join(lines)
         elif kind == "insert":
             lines.insert(args[0] % len(lines), args[1])
+            data = b"\n".join(lines)
+        elif kind in ("retype", "message_on") and len(lines) > 1:
+            at = args[0] % (len(lines) - 1)
+            try:
+                entry = orjson.loads(lines[at])
+            except orjson.JSONDecodeError:
+                continue
+            if not isinstance(entry, dict):
+                continue
+            key, value = ("type", args[1]) if kind == "message_on" else (args[1], args[2])
+            if kind == "message_on":
+                entry.setdefault("message", {"role": "user", "content": "moved"})
+            if value == "drop":
+                entry.pop(key, None)
+            else:
+                entry[key] = value
+            lines[at] = orjson.dumps(entry)
             data = b"\n".join(lines)
         elif kind == "reparent" and len(lines) > 1:
             at = args[0] % (len(lines) - 1)
@@ -167,7 +205,9 @@ def test_repair_of_a_damaged_file_never_loses_a_byte(
         file.write_bytes(data)
         report = repair(file)
         kept = file.read_bytes()
-        if report.moved_to is None:
+        if report.completed:  # a whole last entry without its newline: the newline is added
+            assert kept == data + b"\n"
+        elif report.moved_to is None:
             assert kept == data and data.endswith(b"\n") or not data
         else:
             assert kept + Path(report.moved_to).read_bytes() == data

@@ -134,15 +134,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except (ValueError, OSError, RuntimeError) as exc:
         # Named errors from below: MissingApiKey, UnknownModel, LeaseHeld, SessionError, ...
-        print(f"mulligan: {exc}", file=err)
-        from mulligan.session import SessionError
+        print(f"mulligan: {_said(exc)}", file=err)
+        from mulligan.session import SessionError, TornLine, UnknownEntry
 
-        if isinstance(exc, SessionError) and getattr(args, "action", None) not in (
-                "check", "repair", "migrate"):
-            print("mulligan: 'mulligan session check FILE' lists every problem in a session "
-                  "file; 'mulligan session repair FILE' sets a torn last line aside (other "
-                  "damage is left for you to mend by hand)", file=err)
+        if isinstance(exc, SessionError) and not isinstance(exc, UnknownEntry) \
+                and "migrate" not in exc.problem \
+                and getattr(args, "action", None) not in ("check", "repair", "migrate"):
+            # Damage, not a mistyped id: say how to see all of it and how to mend it.
+            fix = ("'mulligan session repair FILE' mends it" if isinstance(exc, TornLine) else
+                   "mend or delete the line it names by hand")
+            print(f"mulligan: the session file is damaged: {fix}; 'mulligan session check "
+                  "FILE' lists every problem with its line", file=err)
         return 1
+
+
+def _said(exc: BaseException) -> str:
+    """An error as a person should read it: an OSError as "<file>: <what went wrong>", not
+    "[Errno 2] No such file or directory: '<file>'"."""
+    if isinstance(exc, OSError) and exc.strerror:
+        where = exc.filename if exc.filename is not None else ""
+        return f"{where}: {exc.strerror.lower()}" if where else exc.strerror.lower()
+    return str(exc)
 
 
 def _action(name: str):  # type: ignore[no-untyped-def]

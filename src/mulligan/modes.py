@@ -142,7 +142,7 @@ def _entries_and_leaf(args: argparse.Namespace) -> tuple[Path, list[Any], str | 
     entries = list(log.entries())
     leaf = args.leaf if getattr(args, "leaf", None) else log.tip()
     if leaf is not None:
-        log.entry(leaf)  # names an unknown leaf
+        log.branch(leaf)  # names an unknown leaf, and a broken walk by file, line and entry
     return file, entries, leaf
 
 
@@ -155,12 +155,27 @@ def sessions_show(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def sessions_tree(args: argparse.Namespace, out: TextIO) -> int:
+    """The tree is a diagnostic: every entry it can draw is drawn (an orphan's subtree and a
+    circle's entries too, marked), and then a walk problem is named and the exit is 1."""
     from mulligan.frontends.tree import render_tree
+    from mulligan.session import SessionLog, maintenance
 
-    _, entries, leaf = _entries_and_leaf(args)
+    file = find_session_file(args.file, home_of(), working_folder(args))
+    log = SessionLog(file)
+    entries = list(log.entries())
+    leaf = args.leaf if getattr(args, "leaf", None) else log.tip()
     width = args.width or _terminal_width(out)
     for line in render_tree(entries, leaf, fold=not args.all, width=width):
         print(line, file=out)
+    report = maintenance.check(file)
+    if report.problems:
+        out.flush()
+        for problem in report.problems[:10]:
+            print(f"mulligan: {file}: {problem}", file=sys.stderr)
+        if len(report.problems) > 10:
+            print(f"mulligan: ... and {len(report.problems) - 10} more "
+                  "('mulligan session check FILE' lists them all)", file=sys.stderr)
+        return 1
     return 0
 
 

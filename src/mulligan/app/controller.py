@@ -323,7 +323,8 @@ class Controller:
 def _kind_of(entry: Entry) -> str:
     message = message_of(entry)
     if message is not None:
-        return f"a {message.get('role')} message"
+        role = str(message.get("role"))
+        return f"{'an' if role[:1] in 'aeiou' else 'a'} {role} message"
     return f"a {entry.get('type')} entry"
 
 

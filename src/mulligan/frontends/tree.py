@@ -59,6 +59,10 @@ def render_tree(
     labels = labels_of(entries)
     hidden = {e["id"] for e in entries if e.get("type") == "label"}
     id_width = max(len(e["id"]) for e in entries) + 1
+    drawn: set[str] = set()
+    # Entries a damaged file leaves without a way up: marked where they are drawn.
+    damage = {e["id"]: f" (parent {e.get('parent_id')!r} is missing)" for e in entries
+              if e.get("parent_id") is not None and e.get("parent_id") not in by_id}
     # The tip may be a label line (not drawn): then the entry it hangs under is marked.
     shown_tip = next((i for i in reversed(path_ids(entries, tip)) if i not in hidden), None)
     lines: list[str] = []
@@ -66,12 +70,22 @@ def render_tree(
     def visible_children(entry_id: str | None) -> list[str]:
         # A hidden entry (a label line) passes its children up to its parent.
         found: list[str] = []
-        for child in children.get(entry_id, []):
-            found.extend(visible_children(child) if child in hidden else [child])
+        stack, seen = list(reversed(children.get(entry_id, []))), set()
+        while stack:
+            child = stack.pop()
+            if child in seen:  # a circle of label lines
+                continue
+            seen.add(child)
+            if child in hidden:
+                stack.extend(reversed(children.get(child, [])))
+            else:
+                found.append(child)
         return found
 
     def line(prefix: str, entry_id: str) -> str:
+        drawn.add(entry_id)
         tag = f" [{labels[entry_id]}]" if entry_id in labels else ""
+        tag += damage.get(entry_id, "")
         tip_tag = TIP_MARK if entry_id == shown_tip else ""
         head = f"{prefix}{entry_id:<{id_width}} "
         words = describe(by_id[entry_id])
@@ -80,6 +94,7 @@ def render_tree(
 
     def folded(prefix: str, root: str) -> str:
         ids = [i for i in subtree_ids(children, root) if i not in hidden]
+        drawn.update(ids)
         span = f"{ids[0]}..{ids[-1]}" if len(ids) > 1 else ids[0]
         names = [labels[i] for i in ids if i in labels]
         noun = "entry" if len(ids) == 1 else "entries"
@@ -94,7 +109,7 @@ def render_tree(
     def walk(start: str, first_prefix: str, rest_prefix: str) -> None:
         current: str | None = start
         prefix = first_prefix
-        while current is not None:
+        while current is not None and current not in drawn:
             lines.append(line(prefix, current))
             prefix = rest_prefix
             kids = visible_children(current)
@@ -119,4 +134,10 @@ def render_tree(
             walk(root, "├─ ", "│  ")
     if main_root is not None:
         walk(main_root, "", "")
+    # What no root leads to is in a circle of parents: drawn too, each part from its first
+    # line, so that the diagnostic shows every entry (`sessions tree` then exits 1).
+    for entry in entries:
+        if entry["id"] not in drawn and entry["id"] not in hidden:
+            damage[entry["id"]] = " (in a circle of parents)"
+            walk(entry["id"], "⟳ ", "│  ")
     return lines

@@ -17,10 +17,12 @@ Entry = Mapping[str, Any]
 
 
 def children_of(entries: Sequence[Entry]) -> dict[str | None, list[str]]:
-    """Each id's children in file order; the roots are under the key None."""
+    """Each id's children in file order; the roots are under the key None, and so is an
+    entry whose parent is not in the file (an orphan: drawing code shows it, marked)."""
+    up = _parents(entries)
     children: dict[str | None, list[str]] = {}
     for entry in entries:
-        children.setdefault(entry.get("parent_id"), []).append(entry["id"])
+        children.setdefault(up.get(entry["id"]), []).append(entry["id"])
     return children
 
 
@@ -51,12 +53,14 @@ def _parents(entries: Sequence[Entry]) -> dict[str, str | None]:
 
 
 def subtree_ids(children: Mapping[str | None, list[str]], root: str) -> list[str]:
-    """`root` and every entry under it, in id order."""
-    found, stack = [], [root]
+    """`root` and every entry under it, in id order (each once, even in a circle)."""
+    found, stack, seen = [], [root], {root}
     while stack:
         current = stack.pop()
         found.append(current)
-        stack.extend(children.get(current, []))
+        below = [child for child in children.get(current, []) if child not in seen]
+        seen.update(below)
+        stack.extend(below)
     return sorted(found, key=id_number)
 
 

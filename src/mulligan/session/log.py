@@ -169,6 +169,8 @@ class SessionLog:
         have their own methods, which keep their rules."""
         if type in ("message", "branch"):
             raise ValueError(f"use append_message/branch_to for a {type!r} entry")
+        if "message" in fields:  # a reader would refuse the line: a message only on a message
+            raise ValueError(f"a {type!r} entry cannot carry a message")
         _check_meta(fields)
         return self._append(type, fields)
 
@@ -300,10 +302,15 @@ class SessionLog:
             raise
         self._advance(data, used)
         if used < len(data):
-            raise TornLine(
-                f"the last line has no newline: a torn write of {len(data) - used} bytes "
-                "(`mulligan session repair` sets it aside)",
-                file=self._name, line=len(self._index.entries) + 1)
+            try:
+                whole = type(orjson.loads(data[used:])) is dict
+            except orjson.JSONDecodeError:
+                whole = False
+            fix = ("a whole entry without its newline (`mulligan session repair` adds it)"
+                   if whole else f"a torn write of {len(data) - used} bytes (`mulligan "
+                   "session repair` sets it aside)")
+            raise TornLine(f"the last line has no newline: {fix}",
+                           file=self._name, line=len(self._index.entries) + 1)
 
     def _advance(self, data: bytes, used: int) -> None:
         """`used` bytes of `data` (whole lines) are parsed: move the mark, keep the tail."""

@@ -34,7 +34,7 @@ from mulligan.session.errors import (
     TornLine,
 )
 from mulligan.session.log import _fsync_folder, _write_all, timestamp
-from mulligan.session.tree import ancestors
+from mulligan.session.tree import _what, ancestors, entry_problem
 
 _SHOW = 50  # problems listed by format(); the rest are counted
 
@@ -73,6 +73,7 @@ class RepairReport:
 
     file: str
     moved_to: str | None = None  # the sidecar file holding the torn fragment
+    completed: bool = False  # the last line was a whole entry missing only its newline
     fragment_bytes: int = 0
     kept_bytes: int = 0  # the size of the session after the repair
     problems: list[str] = field(default_factory=list)  # left for a person
@@ -84,7 +85,10 @@ class RepairReport:
 
     def format(self) -> str:
         lines = []
-        if self.moved_to is not None:
+        if self.completed:
+            lines.append(f"{self.file}: the last line was a complete entry without its "
+                         "newline (a hand edit, say); added the newline, nothing removed")
+        elif self.moved_to is not None:
             lines.append(f"{self.file}: set aside a torn last line of {self.fragment_bytes} "
                          f"bytes in {self.moved_to}; the session now ends at byte "
                          f"{self.kept_bytes}, after its last complete line")
@@ -123,30 +127,43 @@ def check(file: str | os.PathLike[str]) -> CheckReport:
     problems = report.problems
     last_id: str | None = None
     bare: list[int] = []
+    unreadable = 0  # lines before this one that are not entries: ids after them shift
     for number, raw in enumerate(lines, 1):
         last_id = None
         try:
             entry = orjson.loads(raw)
         except orjson.JSONDecodeError as exc:
-            problems.append(f"line {number}: not a JSON object ({exc})")
+            problems.append(f"line {number}: not a JSON object ({exc}); delete or mend "
+                            f"line {number}")
+            unreadable += 1
             continue
         if type(entry) is not dict:
-            problems.append(f"line {number}: not a JSON object but {type(entry).__name__}")
+            problems.append(f"line {number}: not a JSON object but {type(entry).__name__}; "
+                            f"delete or mend line {number}")
+            unreadable += 1
             continue
         entry_id = entry.get("id")
         if type(entry_id) is not str and "role" in entry and "type" not in entry:
             bare.append(number)  # a message written before entries existed: one problem
             continue
         if type(entry_id) is not str:
-            problems.append(f"line {number}: an entry without a string id")
+            problems.append(f"line {number}: an entry whose id is {_what(entry, 'id')}, not a "
+                            f"string; mend line {number}")
+            unreadable += 1
             continue
         if entry_id in line_of:
             problems.append(f"line {number}: duplicate id {entry_id} (first on line "
-                            f"{line_of[entry_id]})")
+                            f"{line_of[entry_id]}); delete or mend line {number}")
+            unreadable += 1
             continue
-        if entry_id.startswith("e") and entry_id[1:].isdigit() and entry_id != f"e{number}":
+        if entry_id.startswith("e") and entry_id[1:].isdigit() \
+                and entry_id not in (f"e{number}", f"e{number - unreadable}"):
             problems.append(f"line {number}: entry {entry_id} should be e{number} (ids are "
                             "'e' + line number; the next appends could collide with it)")
+        typing = entry_problem(entry)
+        if typing is not None:
+            problems.append(f"line {number}: entry {entry_id} is {typing}" if typing.startswith(
+                ("an ", "a ")) else f"line {number}: entry {entry_id} {typing}")
         line_of[entry_id] = number
         entries.append((number, entry))
         last_id = entry_id
@@ -154,7 +171,10 @@ def check(file: str | os.PathLike[str]) -> CheckReport:
         problems.append(f"{len(bare)} line(s), the first line {bare[0]}, are bare messages "
                         "with no id or parent: a file from before entries had parents; "
                         "`mulligan session migrate OLD NEW` converts it")
-    if torn:
+    if torn and _is_object(torn):
+        problems.append(f"line {len(lines) + 1}: the last line is a whole entry without its "
+                        "newline; `mulligan session repair` adds the newline")
+    elif torn:
         problems.append(f"line {len(lines) + 1}: torn write: the last line has no newline "
                         f"({len(torn)} bytes); `mulligan session repair` sets it aside")
     report.entries = len(entries)
@@ -188,13 +208,14 @@ def _tree_problems(entries: list[tuple[int, dict[str, Any]]],
             parent_id = entry["parent_id"]
             if type(parent_id) is str and parent_id in line_of:
                 parent[entry_id] = parent_id
-            else:
+            elif type(parent_id) is str:  # any other type is named above, with the entry
                 yield f"line {number}: entry {entry_id} names parent {parent_id!r}, which is " \
                       "in no entry"
         problem = shape_problem(entry.get("message")) if entry.get("type") == "message" else None
         if problem is not None:
             yield f"line {number}: entry {entry_id} is a message entry holding {problem}"
-        if entry.get("type") == "label" and entry.get("target_id") not in line_of:
+        target = entry.get("target_id")
+        if entry.get("type") == "label" and type(target) is str and target not in line_of:
             yield f"line {number}: label {entry_id} names target {entry.get('target_id')!r}, " \
                   "which is in no entry"
     yield from _circles(parent, line_of)
@@ -222,13 +243,14 @@ def _circles(parent: dict[str, str], line_of: dict[str, int]) -> Iterable[str]:
 
 
 def repair(file: str | os.PathLike[str]) -> RepairReport:
-    """Set a torn last line aside: copy the fragment, byte for byte, to `<file>.torn-<UTC
-    time>` next to the session (fsynced), then truncate the session to its last complete
-    line. This is the one non-append change ever made to a session file, and it is safe:
-    the bytes removed are a write that never finished, no reader could use them, and every
-    append would be refused until they are gone; they are kept in the sidecar, never
-    deleted. Holds the session's exclusive lock while it works, so no writer interleaves.
-    Any other damage is reported in `problems` and left as it is."""
+    """End a last line that is a whole JSON object but lacks its newline (an append: the
+    entry stays in the session). Otherwise set a torn last line aside: copy the fragment,
+    byte for byte, to `<file>.torn-<UTC time>` next to the session (fsynced), then truncate
+    the session to its last complete line. This is the one non-append change ever made to a
+    session file, and it is safe: the bytes removed are a write that never finished, no
+    reader could use them, and every append would be refused until they are gone; they are
+    kept in the sidecar, never deleted. Holds the session's exclusive lock while it works, so
+    no writer interleaves. Any other damage is reported in `problems` and left as it is."""
     name = os.fspath(file)
     report = RepairReport(name)
     try:
@@ -243,15 +265,28 @@ def repair(file: str | os.PathLike[str]) -> RepairReport:
         report.kept_bytes = size
         if keep < size:
             fragment = os.pread(fd, size - keep, keep)
-            report.moved_to = _write_sidecar(name, fragment)
-            report.fragment_bytes = len(fragment)
-            os.ftruncate(fd, keep)
+            if _is_object(fragment):
+                # A whole entry that lacks only its newline: ending the line is an append,
+                # and keeps the entry in the session.
+                os.pwrite(fd, b"\n", size)
+                report.completed, report.kept_bytes = True, size + 1
+            else:
+                report.moved_to = _write_sidecar(name, fragment)
+                report.fragment_bytes = len(fragment)
+                os.ftruncate(fd, keep)
+                report.kept_bytes = keep
             os.fsync(fd)
-            report.kept_bytes = keep
     finally:
         os.close(fd)
     report.problems = check(name).problems
     return report
+
+
+def _is_object(fragment: bytes) -> bool:
+    try:
+        return type(orjson.loads(fragment)) is dict
+    except orjson.JSONDecodeError:
+        return False
 
 
 def _after_last_newline(fd: int, size: int) -> int:
@@ -358,6 +393,9 @@ def _write_new(new_name: str, body: bytes) -> None:
     link() fails if `new_name` appeared meanwhile, so nothing is ever overwritten, and a crash
     leaves either no file or a complete one."""
     temp = f"{new_name}.migrating-{os.getpid()}"
+    folder = os.path.dirname(os.path.abspath(new_name))
+    if not os.path.isdir(folder):  # said of the file asked for, not of the temporary one
+        raise FileNotFoundError(2, "no such folder", folder)
     fd = open_private(temp)
     try:
         try:

@@ -35,7 +35,6 @@ Entry = dict[str, Any]
 K = TypeVar("K", bound=Hashable)
 FileName = str | os.PathLike[str] | None
 
-_NO_KEY = object()  # stands for a missing "parent_id" key while parents are looked up
 _PAUSE_GC_ABOVE = 1 << 20  # bytes
 
 
@@ -94,14 +93,16 @@ class Index:
         return start
 
     def _add_checked(self, parsed: list[Any]) -> bool:
-        """Accept `parsed` at once if every item is a dict with a fresh string id; else
-        accept nothing and say so."""
+        """Accept `parsed` at once if every item is a well-typed entry (`_well_typed`) with a
+        fresh id; else accept nothing and say so, and `add_entry` names the first bad one."""
         if not parsed:
             return True
         if not all(type(e) is dict for e in parsed):
             return False
         ids = [e.get("id") for e in parsed]
         if not all(type(i) is str for i in ids):
+            return False
+        if not all(map(_well_typed, parsed)):
             return False
         base = len(self.entries)
         fresh = dict(zip(ids, range(base, base + len(ids)), strict=True))
@@ -112,11 +113,8 @@ class Index:
         else:
             self.by_id = fresh
         self.entries.extend(parsed)
-        parents = [e.get("parent_id", _NO_KEY) for e in parsed]
-        try:
-            self._up.extend(map(self.by_id.get, parents))
-        except TypeError:  # an unhashable parent_id (a list...): the walk refuses it by name
-            self._up.extend(self.by_id.get(p) if type(p) is str else None for p in parents)
+        get = self.by_id.get  # every parent_id is a string or null here: never unhashable
+        self._up.extend([get(e.get("parent_id")) for e in parsed])
         return True
 
     def _add_one_by_one(self, parsed: list[Any]) -> None:
@@ -124,14 +122,24 @@ class Index:
             self.add_entry(entry)
 
     def add_entry(self, entry: Any, number: int | None = None) -> None:
-        """Accept one already-parsed entry as the next line."""
+        """Accept one already-parsed entry as the next line: NotAnObject, BadEntry (a field of
+        the wrong JSON type, a message on an entry that is not a message entry) or
+        DuplicateId, naming the line, if it cannot be."""
         number = len(self.entries) + 1 if number is None else number
         if type(entry) is not dict:
             raise NotAnObject(f"not a JSON object but {type(entry).__name__}",
                               file=self.file, line=number)
         entry_id = entry.get("id")
         if type(entry_id) is not str:
-            raise BadEntry("an entry without a string id", file=self.file, line=number)
+            if "role" in entry and "type" not in entry:
+                raise BadEntry("a bare message with no id or parent: a file from before "
+                               "entries had parents; `mulligan session migrate OLD NEW` "
+                               "converts it", file=self.file, line=number)
+            raise BadEntry(f"an entry whose id is {_what(entry, 'id')}, not a string",
+                           file=self.file, line=number)
+        problem = entry_problem(entry)
+        if problem is not None:
+            raise BadEntry(problem, file=self.file, line=number, entry_id=entry_id)
         first = self.by_id.get(entry_id)
         if first is not None:
             raise DuplicateId(f"id {entry_id} is already the id of line {first + 1}",
@@ -165,7 +173,8 @@ class Index:
         comes_back = self._step(walked[-1])
         if comes_back is not None:  # the chain stopped because its next entry was walked
             raise CircularParent("is its own ancestor: its parent chain comes back to it",
-                                 file=self.file, entry_id=self.entries[comes_back]["id"])
+                                 file=self.file, line=comes_back + 1,
+                                 entry_id=self.entries[comes_back]["id"])
         walked.reverse()
         return walked
 
@@ -181,14 +190,14 @@ class Index:
             raise NoParentKey(
                 "has no parent_id key (a file from before entries had parents; "
                 "`mulligan session migrate` converts one)",
-                file=self.file, entry_id=entry["id"])
+                file=self.file, line=at + 1, entry_id=entry["id"])
         parent_id = entry["parent_id"]
         if parent_id is None:
             return None
         found = self.by_id.get(parent_id) if type(parent_id) is str else None
         if found is None:
             raise MissingParent(f"names parent {parent_id!r}, which is in no entry",
-                                file=self.file, entry_id=entry["id"])
+                                file=self.file, line=at + 1, entry_id=entry["id"])
         self._up[at] = found
         return found
 
@@ -196,6 +205,59 @@ class Index:
         """The entries from the first one down to `leaf_id`, oldest first."""
         entries = self.entries
         return [entries[i] for i in self.walk(leaf_id)]
+
+
+def _well_typed(entry: Entry) -> bool:
+    """The fast yes of `entry_problem`, for the bulk read: a string type, a parent_id that is
+    a string or null (or absent: the walk refuses that by name if it gets there), a message
+    only on a message entry, and a label's target a string."""
+    kind = entry.get("type")
+    if kind == "message":
+        parent = entry.get("parent_id")
+        return parent is None or type(parent) is str
+    if type(kind) is not str or "message" in entry:
+        return False
+    parent = entry.get("parent_id")
+    if parent is not None and type(parent) is not str:
+        return False
+    return kind != "label" or type(entry.get("target_id")) is str
+
+
+def entry_problem(entry: Entry) -> str | None:
+    """What makes `entry` (a dict with a string id) not an entry of the format, in words, or
+    None: a type that is not a string, a parent_id that is neither a string nor null, a
+    "message" on an entry whose type is not "message", a label whose target_id is not a
+    string. The one statement of these rules: the log, `check` and the fuzz oracle's subject
+    all refuse through it."""
+    if _well_typed(entry):
+        return None
+    kind = entry.get("type")
+    if type(kind) is not str:
+        return f"an entry whose type is {_what(entry, 'type')}, not a string"
+    parent = entry.get("parent_id")
+    if parent is not None and type(parent) is not str:
+        return (f"an entry whose parent_id is {_what(entry, 'parent_id')}, not an entry id "
+                "(a string) or null")
+    if kind != "message" and "message" in entry:
+        return (f"carries a message but its type is {kind!r}, not 'message' (a message only "
+                "counts on a message entry: mend the type, or the message is not read)")
+    return f"a label whose target_id is {_what(entry, 'target_id')}, not an entry id"
+
+
+def _what(entry: Entry, key: str) -> str:
+    """How a field's value reads in an error: "missing", "a list", "the number 7"."""
+    if key not in entry:
+        return "missing"
+    value = entry[key]
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return f"the boolean {str(value).lower()}"
+    if isinstance(value, int | float):
+        return f"the number {value}"
+    if isinstance(value, dict):
+        return "an object"
+    return "a list" if isinstance(value, list) else type(value).__name__
 
 
 def ancestors(start: K, up: Callable[[K], K | None]) -> Iterator[K]:
