@@ -160,3 +160,31 @@ def test_the_model_can_ask_for_its_own_timeout(tmp_path: Path) -> None:
     assert spec["interruptible"] is True
     assert "default 7" in spec["description"]
     assert bash(tmp_path, "sleep 0.2; echo late", timeout=30) == "late\n"
+
+
+def test_a_nan_timeout_is_the_default_and_a_huge_one_is_held_to_the_maximum(
+        tmp_path: Path) -> None:
+    tool = bash_tool(tmp_path, timeout=5, max_timeout=60)
+    assert "used the default, 5 s" in tool["execute"]({"command": "true",
+                                                        "timeout": float("nan")})
+    assert "held to 60 s" in tool["execute"]({"command": "true", "timeout": 1e308})
+    assert "held to 60 s" in tool["execute"]({"command": "true", "timeout": float("inf")})
+
+
+def test_a_timeout_kills_a_child_that_left_the_process_group_with_setsid(
+        tmp_path: Path) -> None:
+    with pytest.raises(CommandTimedOut, match="left the command's process group") as raised:
+        bash(tmp_path, "setsid sh -c 'echo $$ > escaped.pid; exec sleep 300' & sleep 30",
+             timeout=1.5)
+    assert "every process it started were killed" in str(raised.value)
+    assert gone(int((tmp_path / "escaped.pid").read_text()))
+
+
+def test_commands_run_without_the_hidden_variables(tmp_path: Path) -> None:
+    os.environ["MULLIGAN_TEST_SECRET"] = "visible?"
+    try:
+        tool = bash_tool(tmp_path, hide_env=["MULLIGAN_TEST_SECRET"])
+        assert tool["execute"]({"command": "echo ${MULLIGAN_TEST_SECRET:-hidden}"}) == \
+            "hidden\n"
+    finally:
+        del os.environ["MULLIGAN_TEST_SECRET"]

@@ -50,6 +50,8 @@ class Harness:
       balanced and the transcript valid. Idle, it does nothing: a later run is not aborted.
     - ``model``, ``system``, ``tools``, ``max_turns`` (and ``set_model(model)``): replaceable
       between runs; replacing one while a run is going on raises RuntimeError.
+    - ``redact`` (keyword, optional): applied to every message before it is recorded (see
+      `run_agent`); ``redact`` property reads it back.
 
     Closing early: when the consumer closes the run (or drops it) before its end, the Harness
     sets the abort and drives the run to its end itself. The consumer hears nothing more, but
@@ -68,8 +70,9 @@ class Harness:
 
     def __init__(
         self, model: Model, system: str, tools: Iterable[Tool], messages: Iterable[Message] = (),
-        max_turns: int | None = None,
+        max_turns: int | None = None, *, redact: Callable[[Message], Message] | None = None,
     ) -> None:
+        self._redact = redact
         self._model = model
         self._system = system
         self._tools: list[Tool] = list(tools)
@@ -125,6 +128,10 @@ class Harness:
     def tools(self, tools: Iterable[Tool]) -> None:
         self._idle("tools")
         self._tools = list(tools)
+
+    @property
+    def redact(self) -> Callable[[Message], Message] | None:
+        return self._redact
 
     @property
     def max_turns(self) -> int | None:
@@ -198,7 +205,8 @@ class Harness:
         loop = run_agent(self._model, self._system, self._messages, self._tools, text,
                          max_turns=self._max_turns,
                          get_steering=lambda: _take_one(self._steering),
-                         get_follow_ups=lambda: _take_one(self._follow_ups), abort=abort)
+                         get_follow_ups=lambda: _take_one(self._follow_ups), abort=abort,
+                         redact=self._redact)
         fallen: set[object] = set()  # the subscriptions that raised during this run
         failure: Exception | None = None
         started = finished = False

@@ -31,6 +31,8 @@ import threading
 from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from typing import Any, cast
 
+import orjson
+
 from mulligan.messages import (
     ABORTED,
     AssistantMessage,
@@ -69,6 +71,7 @@ def run_agent(
     get_steering: GetUserMessages | None = None,
     get_follow_ups: GetUserMessages | None = None,
     abort: threading.Event | None = None,
+    redact: Callable[[Message], Message] | None = None,
 ) -> Generator[Event, None, None]:
     """Put `prompt` to `model` and keep going until it stops asking for tools. A generator of
     events (plain dicts with a "type"); `messages` is the record, a list this appends to.
@@ -103,6 +106,10 @@ def run_agent(
     the run would otherwise end. Neither is asked after a failed reply or once `abort` is set.
     Each returns texts (or user messages); each becomes one user message opening the next turn.
 
+    `redact`, when given, is applied to every message just before it is recorded (the app
+    uses it to keep known secrets out of the record); what it returns is what is recorded
+    and announced.
+
     Never raised: a model's exception (it becomes an error message) or a tool's (run_tool makes
     it a result). Raised: whatever `get_steering` / `get_follow_ups` raise.
 
@@ -121,6 +128,8 @@ def run_agent(
 
     def record(message: Message) -> MessageEnd:
         """Append `message` to the record, then make the event that announces it."""
+        if redact is not None:
+            message = redact(message)
         messages.append(message)
         new.append(message)
         return {"type": "message_end", "message": message}
@@ -156,8 +165,9 @@ def run_agent(
                 if aborted():
                     result = _interrupted(call)
                     del unanswered[0]
-                    results.append(result)
-                    yield record(result)
+                    ended = record(result)
+                    results.append(ended["message"])  # type: ignore[arg-type]
+                    yield ended
                     continue
                 yield {"type": "tool_execution_start", "tool_call_id": call["id"],
                        "tool_name": call["name"], "arguments": call["arguments"]}
@@ -165,8 +175,10 @@ def run_agent(
                 # finish a run its consumer closed), and then the tool must not run.
                 result = _interrupted(call) if aborted() else run_tool(toolbox, call, abort=abort)
                 del unanswered[0]  # no yield between the tool returning and its record
+                ended = record(result)
+                result = ended["message"]  # type: ignore[assignment]
                 results.append(result)
-                yield record(result)
+                yield ended
                 yield {"type": "tool_execution_end", "tool_call_id": call["id"],
                        "tool_name": call["name"], "result": result,
                        "is_error": result["is_error"]}
@@ -258,7 +270,50 @@ def _checked(answer: Any) -> AssistantMessage:
     problem = shape_problem(answer)
     if problem is not None:
         return error_message(f"The model returned {problem}")
-    return answer  # type: ignore[return-value]
+    return _recordable(cast(AssistantMessage, answer))
+
+
+def _recordable(answer: AssistantMessage) -> AssistantMessage:
+    """`answer` as the session can record it and a provider can be sent it again. A tool
+    call whose arguments the session's encoder refuses (an integer beyond 64 bits, nesting
+    past its depth limit) or that holds NaN or an infinity (which JSON has no word for) is
+    kept as `invalid_arguments` text, with {} as its arguments, and run_tool answers it with
+    an error -- as for arguments that were not JSON at all. Anything else that cannot be
+    encoded (a lone surrogate in the text) makes the reply an error saying so."""
+    blocks: list[Block] = []
+    changed = False
+    for block in answer["content"]:
+        if block["type"] == "toolCall" and "invalid_arguments" not in block:
+            problem = _arguments_problem(block["arguments"])
+            if problem is not None:
+                block = {**block, "arguments": {},
+                         "invalid_arguments": _as_text(block["arguments"])}
+                changed = True
+        blocks.append(block)
+    recorded: AssistantMessage = {**answer, "content": blocks} if changed else answer
+    try:
+        orjson.dumps(recorded)
+    except TypeError as exc:
+        return error_message(f"The model returned a reply that cannot be recorded ({exc}).")
+    return recorded
+
+
+def _arguments_problem(arguments: dict[str, Any]) -> str | None:
+    try:
+        orjson.dumps(arguments)
+        json.dumps(arguments, allow_nan=False)
+    except (TypeError, ValueError, RecursionError) as exc:
+        return str(exc)
+    return None
+
+
+def _as_text(arguments: dict[str, Any]) -> str:
+    """The arguments as the model sent them, in text that can be recorded."""
+    try:
+        text = json.dumps(arguments)  # big integers and NaN written as they are
+    except (TypeError, ValueError, RecursionError):
+        text = repr(arguments)
+    return text[:10_000].encode("utf-8", "replace").decode("utf-8")
 
 
 class _Partial:

@@ -50,17 +50,25 @@ def build_controller(args: argparse.Namespace, err: TextIO, *,
                      defer: bool = False) -> Controller:
     """Resolve the model, the tools and the session for a run (REPL or -p). `defer`: load a
     hosted model's SDK in the background (the REPL)."""
+    from mulligan.app.secrets import Secrets
+    from mulligan.providers.config import load_config
     from mulligan.tools import coding_tools
 
     home = home_of()
     cwd = working_folder(args)
+    config = load_config(home)
     model = resolve(args.model, base_url=args.base_url, home=home, err=err, defer=defer)
     session_file = choose_session(args, home, cwd)
     prompt_file = Path(args.system_prompt_file).expanduser() if args.system_prompt_file \
         else None
+    secrets = Secrets.of(os.environ, config)
+    settings = config.get("tools", {})
+    tools = coding_tools(cwd, bash_timeout=settings.get("bash_timeout", 120.0),
+                         bash_timeout_max=settings.get("bash_timeout_max", 1800.0),
+                         hide_env=secrets.hidden)
     return Controller(
-        model=model, tools=coding_tools(cwd), cwd=cwd, home=home, session_file=session_file,
-        max_turns=args.max_turns, system_prompt_file=prompt_file,
+        model=model, tools=tools, cwd=cwd, home=home, session_file=session_file,
+        max_turns=args.max_turns, system_prompt_file=prompt_file, redact=secrets.redact,
         resolver=lambda name: resolve(name, base_url=args.base_url, home=home, err=err))
 
 

@@ -48,7 +48,8 @@ class Controller:
 
     `session_file` None means --no-session: nothing is ever written, and commands that need
     the file (tree, back, edit, label, fork, export) are refused. `resolver` turns a model
-    name into a model for `set_model`.
+    name into a model for `set_model`. `redact` is applied to every message before it is
+    recorded (`Secrets.redact`: known keys never reach the file).
     """
 
     def __init__(
@@ -56,8 +57,10 @@ class Controller:
         session_file: Path | None, *, max_turns: int | None = None,
         system_prompt_file: Path | None = None,
         resolver: Callable[[str], Model] | None = None,
+        redact: Callable[[Message], Message] | None = None,
     ) -> None:
         self.cwd = Path(cwd).resolve()
+        self._redact = redact
         self.home = Path(home)
         self._prompt_file = system_prompt_file
         self._resolver = resolver
@@ -136,7 +139,8 @@ class Controller:
     def _harness(self, model: Model, tools: list[Tool] | tuple[Tool, ...],
                  max_turns: int | None, messages: list[Message]) -> Harness:
         system = system_prompt(model, self.cwd, base_file=self._prompt_file)
-        harness = Harness(model, system, tools, messages=messages, max_turns=max_turns)
+        harness = Harness(model, system, tools, messages=messages, max_turns=max_turns,
+                          redact=self._redact)
         if self._log is not None:
             harness.subscribe(persist_to(self._log, before_first=self._start))
         return harness

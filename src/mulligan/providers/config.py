@@ -7,6 +7,8 @@ and a few per-provider settings.
     [providers.openai]     api_key = "..."  base_url = "..."  max_tokens = 4096
                            timeout = 600  max_retries = 4
     [local]                n_ctx = 4096  n_threads = 2  max_tokens = 512
+    [tools]                hide_env = ["GITHUB_TOKEN"]  bash_timeout = 120
+                           bash_timeout_max = 1800
 
 In: the home folder and the environment. Out: plain dicts and strings. Never writes anything,
 never creates the folder, and never puts a key into an error message. A file that is not TOML,
@@ -28,7 +30,9 @@ KEY_VARIABLES = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
 URL_VARIABLES = {"anthropic": "ANTHROPIC_BASE_URL", "openai": "OPENAI_BASE_URL"}
 # The file's top level: the default model and two tables ([local] is checked by the local
 # provider, when a local model is resolved).
-_TOP_LEVEL = ("model", "providers", "local")
+_TOP_LEVEL = ("model", "providers", "local", "tools")
+# [tools]: what the coding tools may see and do (read by the coding session, mulligan.app).
+_TOOLS = ("hide_env", "bash_timeout", "bash_timeout_max")
 _SETTINGS: dict[str, dict[str, type | tuple[type, ...]]] = {
     "anthropic": {"api_key": str, "base_url": str, "max_tokens": int, "thinking_budget": int,
                   "timeout": (int, float), "max_retries": int},
@@ -68,6 +72,21 @@ def load_config(home: Path) -> dict[str, Any]:
     local = config.get("local", {})
     if not isinstance(local, dict):
         raise ConfigError(f"{path}: [local] must be a table")
+    tools = config.get("tools", {})
+    if not isinstance(tools, dict):
+        raise ConfigError(f"{path}: [tools] must be a table")
+    for key, value in tools.items():
+        if key not in _TOOLS:
+            raise ConfigError(f"{path}: [tools] {key}: unknown setting; known: "
+                              f"{', '.join(_TOOLS)}")
+        if key == "hide_env":
+            good = isinstance(value, list) and all(isinstance(v, str) for v in value)
+            wanted = "a list of variable names"
+        else:
+            good = isinstance(value, int | float) and not isinstance(value, bool) and value > 0
+            wanted = "a number of seconds above 0"
+        if not good:
+            raise ConfigError(f"{path}: [tools] {key} = {value!r}: expected {wanted}")
     return config
 
 

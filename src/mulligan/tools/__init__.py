@@ -8,6 +8,7 @@ on failure and `run_tool` turns every outcome into exactly one toolResult messag
 from __future__ import annotations
 
 import os
+from collections.abc import Collection
 
 from mulligan.tools.base import Tool, ToolError, ToolSpec, check_arguments, run_tool, tool_specs
 from mulligan.tools.budget import MAX_BYTES, MAX_LINES, Truncation, truncate_head, truncate_tail
@@ -24,12 +25,13 @@ __all__ = [
 ]
 
 
-def coding_tools(root: str | os.PathLike[str] | Workspace, *,
-                 bash_timeout: float = 120.0) -> list[Tool]:
+def coding_tools(root: str | os.PathLike[str] | Workspace, *, bash_timeout: float = 120.0,
+                 bash_timeout_max: float = 1800.0, hide_env: Collection[str] = ()) -> list[Tool]:
     """read, write, edit, bash, ls, grep and find, all confined to the folder `root` (which must
     exist: NotADirectoryError names it otherwise) through one shared `Workspace`.
     `bash_timeout` is bash's default timeout in seconds; the model may ask for another per
-    call."""
+    call, up to `bash_timeout_max`. bash's commands run without the variables in `hide_env`."""
     ws = Workspace.of(root)
-    return [read_tool(ws), write_tool(ws), edit_tool(ws), bash_tool(ws, timeout=bash_timeout),
-            ls_tool(ws), grep_tool(ws), find_tool(ws)]
+    bash = bash_tool(ws, timeout=bash_timeout, max_timeout=bash_timeout_max, hide_env=hide_env)
+    return [read_tool(ws), write_tool(ws), edit_tool(ws), bash, ls_tool(ws), grep_tool(ws),
+            find_tool(ws)]

@@ -11,12 +11,15 @@ bounded however much a command prints.
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import selectors
 import signal
 import subprocess
 import threading
 import time
+import uuid
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -27,6 +30,9 @@ from mulligan.tools.workspace import Root, Workspace
 __all__ = ["CommandRun", "CommandTimedOut", "bash_tool", "run_command"]
 
 _POLL = 0.05  # seconds between looks at the abort event and the clock while waiting for output
+# Every command's processes inherit MULLIGAN_COMMAND=<a fresh id>: how the ones that leave its
+# process group (setsid, daemons) are found again when the command must be killed.
+_MARKER = "MULLIGAN_COMMAND"
 _GRACE = 0.5  # seconds the output may stay open after bash exits (background processes)
 
 
@@ -40,13 +46,16 @@ class CommandRun:
     cut at the front is dropped whole unless it is the only one), `total_lines` counts
     everything it printed. `ended` is
     "exited", "timeout" or "aborted"; `exit_code` is None unless it exited. `held_open` is True
-    when background processes still held the output after bash exited (they were stopped)."""
+    when background processes still held the output after bash exited (they were stopped).
+    `escaped` counts the processes that had left the command's process group and were found
+    and killed by the marker in their environment."""
 
     output: str
     total_lines: int
     ended: Literal["exited", "timeout", "aborted"]
     exit_code: int | None
     held_open: bool
+    escaped: int = 0  # processes outside the group (setsid) killed by their marker
 
 
 class _Tail:
@@ -80,13 +89,19 @@ class _Tail:
 def run_command(
     command: str, cwd: str | os.PathLike[str], *, timeout: float,
     abort: threading.Event | None = None, keep: int = 2 * MAX_BYTES,
+    env: Mapping[str, str] | None = None,
 ) -> CommandRun:
     """Run `command` with `bash -c` in `cwd` and wait until it ends, times out, or `abort` is
-    set; on the last two the whole process group is killed. Never leaves a child of its own
-    running past its return, except processes that started sessions of their own (setsid)."""
+    set; on the last two the whole process group is killed, and so is every process that
+    left the group (setsid) but still carries the command's marker in its environment.
+    `env` is the child's environment (default: this process's). Never leaves a child of its
+    own running past a timeout or an abort, except one that cleared its own environment."""
+    marker = f"{_MARKER}={uuid.uuid4().hex}"
+    name, _, value = marker.partition("=")
     proc = subprocess.Popen(
         ["bash", "-c", command], cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT, start_new_session=True)
+        stderr=subprocess.STDOUT, start_new_session=True,
+        env={**(os.environ if env is None else env), name: value})
     assert proc.stdout is not None
     fd = proc.stdout.fileno()
     os.set_blocking(fd, False)
@@ -96,17 +111,20 @@ def run_command(
         ended, held_open = _wait(proc, fd, tail, deadline, abort)
     except BaseException:  # e.g. KeyboardInterrupt: never leave the command running behind us
         _kill_group(proc.pid)
+        _kill_marked(marker.encode(), proc.pid)
         proc.wait()
         proc.stdout.close()
         raise
+    escaped = 0
     if ended != "exited" or held_open:
         _kill_group(proc.pid)
+        escaped = _kill_marked(marker.encode(), proc.pid)
         _drain(fd, tail)
     proc.wait()
     proc.stdout.close()
     output, total = tail.text()
     return CommandRun(output, total, ended, proc.returncode if ended == "exited" else None,
-                      held_open)
+                      held_open, escaped)
 
 
 def _wait(
@@ -143,18 +161,31 @@ def _wait(
 
 
 def bash_tool(
-    root: Root, *, timeout: float = 120.0, max_lines: int = MAX_LINES,
-    max_bytes: int = MAX_BYTES,
+    root: Root, *, timeout: float = 120.0, max_timeout: float = 1800.0,
+    max_lines: int = MAX_LINES, max_bytes: int = MAX_BYTES, hide_env: Collection[str] = (),
 ) -> Tool:
     """The `bash` tool over the workspace `root`. `timeout` is the default limit in seconds; the
-    model may ask for another per call. Interruptible: an abort event kills the command."""
+    model may ask for another per call, up to `max_timeout` (a larger one, infinity included,
+    is held to it; NaN is the default). The command runs without the variables named in
+    `hide_env` (the app hides the provider keys there). Interruptible: an abort event kills
+    the command."""
     ws = Workspace.of(root)
+    hidden = frozenset(hide_env)
 
     def execute(arguments: dict[str, Any], abort: threading.Event | None = None) -> str:
-        seconds = float(arguments.get("timeout", timeout))
-        run = run_command(arguments["command"], ws.root, timeout=seconds, abort=abort,
-                          keep=2 * max_bytes)
         notes = []
+        seconds = float(arguments.get("timeout", timeout))
+        if math.isnan(seconds):
+            notes.append(f"[timeout NaN is no number of seconds: used the default, {timeout:g} "
+                         "s]")
+            seconds = timeout
+        elif seconds > max_timeout:
+            notes.append(f"[timeout {seconds:g} s is over the maximum: held to "
+                         f"{max_timeout:g} s]")
+            seconds = max_timeout
+        env = {k: v for k, v in os.environ.items() if k not in hidden}
+        run = run_command(arguments["command"], ws.root, timeout=seconds, abort=abort,
+                          keep=2 * max_bytes, env=env)
         kept = truncate_tail(run.output, max_lines, max_bytes)
         text = kept.text
         if kept.shown == 0 and run.output:  # the last line alone is over the budget
@@ -166,6 +197,9 @@ def bash_tool(
             notes.append(f"[Showing the last {kept.shown} of {run.total_lines} lines of output. "
                          "Narrow the command (grep, head, tail), or redirect the output to a "
                          "file and read it with offset.]")
+        if run.escaped:
+            notes.append(f"[{run.escaped} process(es) that had left the command's process "
+                         "group (setsid) were killed too.]")
         if run.held_open:
             notes.append("[Background processes still had the output open when the command "
                          "ended, so they were stopped. To keep one running, redirect its "
@@ -204,7 +238,8 @@ def bash_tool(
             "properties": {
                 "command": {"type": "string", "description": "The command line to run."},
                 "timeout": {"type": "number", "exclusiveMinimum": 0,
-                            "description": f"Seconds before it is killed. Default {timeout:g}."},
+                            "description": f"Seconds before it is killed. Default {timeout:g}, "
+                                           f"at most {max_timeout:g}."},
             },
             "required": ["command"],
             "additionalProperties": False,
@@ -226,6 +261,37 @@ def _kill_group(pgid: int) -> None:
     """SIGKILL every process in the group; a group that is already gone is fine."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, signal.SIGKILL)
+
+
+def _kill_marked(marker: bytes, group: int) -> int:
+    """SIGKILL every process whose environment holds `marker`; how many of them were outside
+    the process group `group` (which the caller has killed already). Looks again a few
+    times, since a process may fork once more while the others die."""
+    killed: set[int] = set()
+    escaped: set[int] = set()
+    for _ in range(5):
+        found = set()
+        try:
+            pids = [int(name) for name in os.listdir("/proc") if name.isdigit()]
+        except OSError:  # no /proc: nothing can be found this way
+            return 0
+        for pid in pids:
+            try:
+                with open(f"/proc/{pid}/environ", "rb") as handle:
+                    if marker in handle.read().split(b"\0"):
+                        found.add(pid)
+            except OSError:  # gone, or not ours to read
+                continue
+        if found <= killed:  # none, or only ones already killed and not yet gone
+            break
+        for pid in found - killed:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                if os.getpgid(pid) != group:
+                    escaped.add(pid)
+                os.kill(pid, signal.SIGKILL)
+        killed |= found
+        time.sleep(0.02)
+    return len(escaped)
 
 
 def _drain(fd: int, tail: _Tail) -> None:
