@@ -377,3 +377,42 @@ def test_a_server_that_goes_silent_mid_reply_times_out_as_an_error_keeping_the_t
     assert message["content"] == [{"type": "text", "text": "Still thinking"}]
     assert message["error_message"] == ("anthropic: timed out waiting for the server (part of "
                                         "the reply had already arrived; not retried)")
+
+
+def stalled() -> Sse:
+    return wire.reply(wire.text_block(0, "never"), stall_after=0)  # headers, then silence
+
+
+def test_a_stream_silent_after_its_headers_is_retried_twice_then_ends_naming_the_wait(
+        serve: Any) -> None:
+    server = serve(stalled(), stalled(), stalled(), wire.text_reply("too late"))
+    m = model(server, backoff=Backoff(max_retries=5, base=0.01, random=lambda: 1.0),
+              idle_timeout=0.3)
+    _, message = run(m, [user("Hi")])
+    assert message["stop_reason"] == "error"
+    assert "the server sent nothing for 0.3 s" in message["error_message"]
+    assert len(server.requests) == 3  # the first try and two more
+
+
+def test_a_stall_then_a_good_stream_gives_the_reply(serve: Any) -> None:
+    server = serve(stalled(), wire.text_reply("here"))
+    _, message = run(model(server, idle_timeout=0.3), [user("Hi")])
+    assert message["content"] == [{"type": "text", "text": "here"}]
+    assert len(server.requests) == 2
+
+
+def test_a_stream_that_stalls_after_some_text_ends_at_once_keeping_it(serve: Any) -> None:
+    server = serve(wire.reply(wire.text_block(0, "Half ", "said"), stall_after=5))
+    _, message = run(model(server, idle_timeout=0.3), [user("Hi")])
+    assert message["content"] == [{"type": "text", "text": "Half said"}]
+    assert "sent nothing for 0.3 s (part of the reply" in message["error_message"]
+    assert len(server.requests) == 1
+
+
+def test_one_request_never_waits_past_its_deadline(serve: Any) -> None:
+    server = serve(stalled(), stalled(), stalled())
+    m = model(server, backoff=Backoff(max_retries=5, base=0.01, random=lambda: 1.0),
+              idle_timeout=0.4, deadline=0.6)
+    _, message = run(m, [user("Hi")])
+    assert message["stop_reason"] == "error" and "0.6 s" in message["error_message"]
+    assert len(server.requests) <= 2

@@ -328,3 +328,14 @@ def test_a_server_silent_before_any_content_times_out_and_is_retried(serve: Any)
     _, message = run(m, [user("Hi")])
     assert message["content"] == [{"type": "text", "text": "ok"}]
     assert len(server.requests) == 2 and len(sleeps) == 1
+
+
+def test_a_stream_silent_after_its_headers_is_retried_twice_then_named(serve: Any) -> None:
+    silent = [wire.text_reply("never", stall_after=0) for _ in range(3)]
+    server = serve(*silent, wire.text_reply("too late"))
+    m = model(server, backoff=Backoff(max_retries=5, base=0.01, random=lambda: 1.0),
+              idle_timeout=0.3)
+    _, message = stream_all(m, [user("Hi")])
+    assert message["stop_reason"] == "error"
+    assert "the server sent nothing for 0.3 s" in message["error_message"]
+    assert len(server.requests) == 3

@@ -35,7 +35,7 @@ from mulligan.messages import (
 )
 from mulligan.providers.errors import Failure
 from mulligan.providers.retry import Backoff, parse_retry_after
-from mulligan.providers.streaming import SdkModel, parse_arguments
+from mulligan.providers.streaming import DEADLINE, IDLE_TIMEOUT, SdkModel, parse_arguments
 from mulligan.wire import StreamDelta, ToolSpec
 
 DEFAULT_MAX_TOKENS = 16_000
@@ -65,9 +65,10 @@ class AnthropicModel(SdkModel):
         max_retries: int | None = None, backoff: Backoff | None = None,
         sleep: Callable[[float], None] | None = None, timeout: float = 600.0,
         prompt_caching: bool = True,
+        idle_timeout: float = IDLE_TIMEOUT, deadline: float = DEADLINE,
     ) -> None:
         super().__init__(model_id, api_key=api_key, max_retries=max_retries, backoff=backoff,
-                         sleep=sleep)
+                         sleep=sleep, idle_timeout=idle_timeout, deadline=deadline)
         self.max_tokens = max_tokens
         self.thinking_budget = thinking_budget
         self.prompt_caching = prompt_caching

@@ -4,6 +4,7 @@ and a few per-provider settings.
     model = "anthropic/claude-sonnet-4-6"          # optional default
     [providers.anthropic]  api_key = "..."  base_url = "..."  max_tokens = 16000
                            thinking_budget = 4000  timeout = 600  max_retries = 4
+                           idle_timeout = 120  deadline = 600   (seconds; see streaming.py)
     [providers.openai]     api_key = "..."  base_url = "..."  max_tokens = 4096
                            timeout = 600  max_retries = 4
     [local]                n_ctx = 4096  n_threads = 2  max_tokens = 512
@@ -35,9 +36,10 @@ _TOP_LEVEL = ("model", "providers", "local", "tools")
 _TOOLS = ("hide_env", "bash_timeout", "bash_timeout_max")
 _SETTINGS: dict[str, dict[str, type | tuple[type, ...]]] = {
     "anthropic": {"api_key": str, "base_url": str, "max_tokens": int, "thinking_budget": int,
-                  "timeout": (int, float), "max_retries": int},
+                  "timeout": (int, float), "max_retries": int, "idle_timeout": (int, float),
+                  "deadline": (int, float)},
     "openai": {"api_key": str, "base_url": str, "max_tokens": int, "timeout": (int, float),
-               "max_retries": int},
+               "max_retries": int, "idle_timeout": (int, float), "deadline": (int, float)},
 }
 
 

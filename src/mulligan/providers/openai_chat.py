@@ -43,7 +43,7 @@ from mulligan.messages import (
 from mulligan.providers.config import is_openai_itself
 from mulligan.providers.errors import Failure
 from mulligan.providers.retry import Backoff, parse_retry_after
-from mulligan.providers.streaming import SdkModel, parse_arguments
+from mulligan.providers.streaming import DEADLINE, IDLE_TIMEOUT, SdkModel, parse_arguments
 from mulligan.wire import StreamDelta, ToolSpec
 
 _STOP: dict[str, StopReason] = {"stop": "stop", "tool_calls": "toolUse",
@@ -68,9 +68,10 @@ class OpenAIChatModel(SdkModel):
         max_tokens: int | None = None, max_retries: int | None = None,
         backoff: Backoff | None = None, sleep: Callable[[float], None] | None = None,
         timeout: float = 600.0, include_usage: bool = True,
+        idle_timeout: float = IDLE_TIMEOUT, deadline: float = DEADLINE,
     ) -> None:
         super().__init__(model_id, api_key=api_key, max_retries=max_retries, backoff=backoff,
-                         sleep=sleep)
+                         sleep=sleep, idle_timeout=idle_timeout, deadline=deadline)
         self.base_url = base_url
         self.max_tokens = max_tokens
         self.include_usage = include_usage

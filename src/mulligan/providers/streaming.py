@@ -10,6 +10,10 @@ shares:
 - `abort` is honoured promptly even while the server is silent: the SDK stream is read on a
   helper thread, and the caller's side waits on a queue, looking at `abort` every few
   milliseconds; on abort the stream is closed and the reply ends with stop_reason "aborted";
+- every wait is bounded: a stream that sends nothing for `idle_timeout` seconds (default
+  120: after the headers, or after some text) is a stall; a stall is retried at most twice,
+  and only while nothing has been yielded; and one request's attempts and waits together
+  never pass `deadline` seconds (default 600). The reason is the reply's error message;
 - it yields deltas and then exactly one ``{"type": "done"}``, and never raises.
 """
 
@@ -20,6 +24,7 @@ import json
 import queue
 import socket
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -31,6 +36,9 @@ from mulligan.wire import StreamDelta
 
 # How often a waiting reader looks at the abort event while the server says nothing.
 _POLL = 0.02
+IDLE_TIMEOUT = 120.0  # seconds a stream may send nothing before it counts as stalled
+DEADLINE = 600.0  # seconds one request may take, every attempt and wait included
+STALL_RETRIES = 2  # a stalled stream is tried again at most this many times
 
 
 class Fold(Protocol):
@@ -74,13 +82,16 @@ class Call:
 
 def stream_reply(
     call: Call, *, backoff: Backoff, sleep: Callable[[float], None] | None,
-    abort: threading.Event | None,
+    abort: threading.Event | None, idle_timeout: float = IDLE_TIMEOUT,
+    deadline: float = DEADLINE,
 ) -> Iterator[StreamDelta]:
     """Yield the reply's deltas, then one done message. Never raises.
 
     `sleep` waits between attempts; None waits on `abort` (so an abort cuts the wait short).
+    `idle_timeout` and `deadline` bound the waits (see the module docstring).
     """
-    attempt = 0
+    attempt = stalls = 0
+    give_up_at = time.monotonic() + deadline
     while True:
         if abort is not None and abort.is_set():
             yield _done(call, error_message(ABORTED, stop_reason="aborted"), None)
@@ -90,7 +101,16 @@ def stream_reply(
         pump = _Pump(call.open)
         failure: Failure | None = None
         try:
-            for kind, value in pump.items(abort):
+            for kind, value in pump.items(abort, idle=idle_timeout, until=give_up_at):
+                if kind == "stalled":
+                    stalls += 1
+                    failure = Failure(f"the server sent nothing for {idle_timeout:g} s",
+                                      retryable=stalls <= STALL_RETRIES)
+                    break
+                if kind == "overdue":
+                    failure = Failure(f"no complete reply within {deadline:g} s",
+                                      retryable=False)
+                    break
                 if kind == "event":
                     for delta in fold.feed(value):
                         streamed = True
@@ -120,6 +140,11 @@ def stream_reply(
                                             content=fold.partial()), fold)
             return
         delay = backoff.delay(attempt, failure.retry_after)
+        if time.monotonic() + delay >= give_up_at:
+            yield _done(call, error_message(
+                f"{call.provider}: {failure.text}; no time is left to try again within "
+                f"{deadline:g} s", content=fold.partial()), fold)
+            return
         attempt += 1
         if sleep is not None:
             sleep(delay)
@@ -205,17 +230,28 @@ class _Pump:
                 with contextlib.suppress(Exception):
                     stream.close()
 
-    def items(self, abort: threading.Event | None) -> Iterator[tuple[str, Any]]:
-        """The stream's items until it ends or raises, or ("aborted", None) once `abort` is
-        set."""
+    def items(self, abort: threading.Event | None, *, idle: float = IDLE_TIMEOUT,
+              until: float | None = None) -> Iterator[tuple[str, Any]]:
+        """The stream's items until it ends or raises; or ("aborted", None) once `abort` is
+        set, ("stalled", None) when nothing came for `idle` seconds, ("overdue", None) at the
+        monotonic time `until`."""
+        quiet_since = time.monotonic()
         while True:
             if abort is not None and abort.is_set():
                 yield ("aborted", None)
                 return
+            now = time.monotonic()
+            if until is not None and now >= until:
+                yield ("overdue", None)
+                return
+            if now - quiet_since >= idle:
+                yield ("stalled", None)
+                return
             try:
-                kind, value = self._queue.get(timeout=_POLL if abort is not None else None)
+                kind, value = self._queue.get(timeout=_POLL)
             except queue.Empty:
                 continue
+            quiet_since = time.monotonic()
             if kind == "end":
                 return
             yield (kind, value)
@@ -259,8 +295,10 @@ class SdkModel:
     compact_prompt = False
 
     def __init__(self, model_id: str, *, api_key: str, max_retries: int | None,
-                 backoff: Backoff | None, sleep: Callable[[float], None] | None) -> None:
+                 backoff: Backoff | None, sleep: Callable[[float], None] | None,
+                 idle_timeout: float = IDLE_TIMEOUT, deadline: float = DEADLINE) -> None:
         self.model_id = model_id
+        self.idle_timeout, self.deadline = idle_timeout, deadline
         self.name = f"{self.provider}/{model_id}"
         backoff = backoff or Backoff()
         if max_retries is not None:
@@ -298,7 +336,8 @@ class SdkModel:
             params = self._params(system, messages, tools)
             call = Call(self.provider, self.name, open=lambda: self._open(params),
                         fold=self._fold, describe=self._describe)
-            yield from stream_reply(call, backoff=self.backoff, sleep=self._sleep, abort=abort)
+            yield from stream_reply(call, backoff=self.backoff, sleep=self._sleep, abort=abort,
+                                    idle_timeout=self.idle_timeout, deadline=self.deadline)
         except Exception as exc:  # the provider boundary: a bug here is a message, too
             text = redact(f"{self.provider}: internal error: {exc!r}", self._secret)
             message = error_message(text)
