@@ -213,3 +213,25 @@ def test_read_edit_and_write_refuse_a_named_pipe_instead_of_waiting_on_it(
         result = _result_within_5_s(tools, call(name, arguments))
         assert result["is_error"], result
         assert result["content"].startswith("pipe is not a regular file"), result
+
+
+def test_reading_a_file_that_is_one_huge_line_holds_only_a_few_budgets_in_memory(
+        tmp_path: Path) -> None:
+    import tracemalloc
+
+    from mulligan.tools import MAX_BYTES
+
+    huge = tmp_path / "one-line.txt"
+    with huge.open("wb") as out:
+        for _ in range(64):
+            out.write(b"\xc3\xa9" * (1 << 19))  # 64 MiB of one line of "é"
+        out.write(b"\nsecond line\n")
+    tracemalloc.start()
+    try:
+        text = read_tool(tmp_path)["execute"]({"path": "one-line.txt"})
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 2 << 20  # a few budgets and read blocks; it was the whole 64 MiB line, twice
+    assert f"Line 1 of one-line.txt is {(64 << 20) + 1} bytes" in text  # newline included
+    assert "not valid UTF-8" not in text  # cut on a character boundary

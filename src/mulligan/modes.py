@@ -9,6 +9,7 @@ Argument checking that argparse cannot do (conflicting flags) is `UsageError`, e
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import signal
 import sys
@@ -74,7 +75,8 @@ def build_controller(args: argparse.Namespace, err: TextIO, *,
 
 def run_print(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """-p: one run; only the final answer (text) or every event as JSON lines (json). The
-    session's lease is held for the run. Ctrl-C aborts the run (the transcript stays valid)."""
+    session's lease is held for the run. Ctrl-C aborts the run (the transcript stays valid);
+    SIGTERM and SIGHUP abort it the same way and exit 128 + the signal's number."""
     from mulligan.frontends.final_text import FinalTextRenderer
     from mulligan.frontends.json_lines import JsonRenderer
 
@@ -84,7 +86,8 @@ def run_print(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         controller.hold_lease()
         renderer: Any = JsonRenderer(out) if args.mode == "json" else FinalTextRenderer(out, err)
 
-        pressed = []
+        pressed: list[int] = []
+        ended_by: list[int] = []
 
         def on_interrupt(signum: int, frame: FrameType | None) -> None:
             # The first Ctrl-C aborts the run cleanly; a second one stops waiting for it.
@@ -93,13 +96,22 @@ def run_print(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                 raise KeyboardInterrupt
             controller.abort()
 
-        previous = signal.signal(signal.SIGINT, on_interrupt)
+        def on_end(signum: int, frame: FrameType | None) -> None:
+            # SIGTERM, or SIGHUP (the terminal closed): like Ctrl-C -- the running command's
+            # process group is killed, its result recorded -- and then we exit.
+            ended_by.append(signum)
+            controller.abort()
+
+        previous = {signal.SIGINT: signal.signal(signal.SIGINT, on_interrupt),
+                    signal.SIGTERM: signal.signal(signal.SIGTERM, on_end),
+                    signal.SIGHUP: signal.signal(signal.SIGHUP, on_end)}
         try:
             for event in controller.run_prompt(task):
                 renderer(event)
         finally:
-            signal.signal(signal.SIGINT, previous)
-        return int(renderer.status)
+            for number, handler in previous.items():
+                signal.signal(number, handler)
+        return 128 + ended_by[0] if ended_by else int(renderer.status)
     finally:
         controller.close()
 
@@ -122,8 +134,10 @@ def run_interactive(args: argparse.Namespace, err: TextIO) -> int:
         console.print(line, style="dim", markup=False, highlight=False, soft_wrap=True)
     status = Repl(controller, console=console, history_file=home_of() / "history").run()
     if controller.started and controller.session_file is not None:
-        console.print(f"session saved in {controller.session_file} (mulligan -c to continue)",
-                      style="dim", markup=False, highlight=False, soft_wrap=True)
+        with contextlib.suppress(OSError):  # the terminal may be gone (SIGHUP)
+            console.print(f"session saved in {controller.session_file} (mulligan -c to "
+                          "continue)", style="dim", markup=False, highlight=False,
+                          soft_wrap=True)
     return status
 
 

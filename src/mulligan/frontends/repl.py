@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import signal
 import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -85,6 +86,7 @@ class Repl:
         self._event_loop: asyncio.AbstractEventLoop | None = None
         self._idle = threading.Condition()
         self.idle_count = 0          # how many times the REPL has come to rest; for tests
+        self.ended_by: int | None = None  # the signal (SIGTERM, SIGHUP) that ended the REPL
         history: History = InMemoryHistory()
         if history_file is not None:
             create_private(history_file)  # 0600 in 0700 folders: it holds every prompt typed
@@ -165,9 +167,11 @@ class Repl:
         return "… " if self.controller.is_running else "› "
 
     def run(self) -> int:
-        """Read and act until the user quits. Returns the exit status (0)."""
+        """Read and act until the user quits. Returns the exit status: 0, or 128 + the
+        signal's number after SIGTERM or SIGHUP."""
         try:
-            return asyncio.run(self._main())
+            status = asyncio.run(self._main())
+            return 128 + self.ended_by if self.ended_by else status
         finally:
             worker = self._worker
             if worker is not None and worker.is_alive():
@@ -176,10 +180,28 @@ class Repl:
             self.controller.close()
 
     async def _main(self) -> int:
-        if not self._patch_stdout:
-            return await self._loop()
-        with patch_stdout(raw=True):
-            return await self._loop()
+        loop = asyncio.get_running_loop()
+        for number in (signal.SIGTERM, signal.SIGHUP):
+            with contextlib.suppress(NotImplementedError, RuntimeError):  # not the main thread
+                loop.add_signal_handler(number, self._end, number)
+        try:
+            if not self._patch_stdout:
+                return await self._loop()
+            with patch_stdout(raw=True):
+                return await self._loop()
+        finally:
+            for number in (signal.SIGTERM, signal.SIGHUP):
+                with contextlib.suppress(NotImplementedError, RuntimeError):
+                    loop.remove_signal_handler(number)
+
+    def _end(self, number: int) -> None:
+        """SIGTERM, or SIGHUP (the terminal closed): abort the run as Ctrl-C does -- the
+        running command's process group is killed and its result recorded -- and quit;
+        `run` then waits for the run to finish being recorded."""
+        self.ended_by = number
+        self.controller.abort()
+        if self.session.app.is_running:
+            self.session.app.exit()
 
     def _redraw_soon(self) -> None:
         """From the worker thread: ask the prompt's event loop to redraw (the "…" prompt turns

@@ -8,6 +8,7 @@ from; `write` and `edit` only ever write UTF-8 text.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -18,6 +19,7 @@ from mulligan.tools.workspace import Root, Workspace, is_binary
 __all__ = ["edit_tool", "read_tool", "write_tool"]
 
 _SNIFF = 8192  # bytes looked at to tell binary from text
+_BLOCK = 1 << 18  # bytes read at a time past the window: memory stays a few budgets
 
 
 def read_tool(
@@ -41,7 +43,7 @@ def read_tool(
                                 "inspect it.")
             handle.seek(0)
             want = max_lines + 1 if limit is None else min(int(limit), max_lines + 1)
-            window, total = _window(handle, offset, want, max_bytes)
+            window, total, first_length = _window(handle, offset, want, max_bytes)
         if not total:
             return f"[{path} is empty.]"
         if offset > total:
@@ -55,7 +57,7 @@ def read_tool(
             line = split_lines(text)[0]
             start = cut_utf8_head(line, max_bytes)
             onward = f" Use offset={offset + 1} to continue after it." if offset < total else ""
-            return (f"{note}{start}\n[Line {offset} of {path} is {len(window[0])} bytes, "
+            return (f"{note}{start}\n[Line {offset} of {path} is {first_length} bytes, "
                     f"over the {max_bytes}-byte budget; only its first "
                     f"{len(start.encode())} bytes are shown. Use bash (e.g. cut -c or "
                     f"head -c) to see the rest of that line.{onward}]")
@@ -212,27 +214,58 @@ def _not_a_file(path: str) -> str:
             "work on regular files only.")
 
 
-def _window(handle: BinaryIO, offset: int, want: int, max_bytes: int) -> tuple[list[bytes], int]:
-    """(lines, total): up to `want` raw lines from line `offset` on, stopping after the first
-    line that takes them over `max_bytes`, and the number of lines in the whole file. Streams,
-    so a huge file costs one window of memory, not the file (a single huge line still costs
-    itself)."""
+def _window(
+    handle: BinaryIO, offset: int, want: int, max_bytes: int
+) -> tuple[list[bytes], int, int]:
+    """(lines, total, first_length): up to `want` raw lines from line `offset` on, stopping
+    after the first line that takes them over `max_bytes`; the number of lines in the whole
+    file; and the full length in bytes of the first line returned. Memory stays within a few
+    times the budget whatever the file: a line is never held past `max_bytes` + 1 bytes (a
+    longer one is kept as its start, cut on a character boundary, and the rest counted)."""
     window: list[bytes] = []
-    size, number = 0, 0
-    for number, line in enumerate(handle, 1):
+    size, number, first_length = 0, 0, 0
+    cap = max_bytes + 1
+    for number, (head, length) in enumerate(_capped_lines(handle, cap), 1):
         if number >= offset:
-            window.append(line)
-            size += len(line)
+            window.append(head)
+            first_length = first_length or length
+            size += len(head)
             if len(window) >= want or size > max_bytes:
                 break
     else:
-        return window, number
+        return window, number, first_length
     # The rest only needs counting: in large blocks, not line by line.
     rest, unfinished = 0, False  # unfinished: the file ends in a line without its newline
-    while block := handle.read(1 << 20):
+    while block := handle.read(_BLOCK):
         rest += block.count(b"\n")
         unfinished = not block.endswith(b"\n")
-    return window, number + rest + (1 if unfinished else 0)
+    return window, number + rest + (1 if unfinished else 0), first_length
+
+
+def _capped_lines(handle: BinaryIO, cap: int) -> Iterator[tuple[bytes, int]]:
+    """(head, length) for each line: the line itself when it is at most `cap` bytes, else its
+    first bytes (at most `cap`, ending on a whole UTF-8 character); and its full length in
+    bytes, newline included."""
+    while head := handle.readline(cap):
+        length = len(head)
+        if len(head) == cap and not head.endswith(b"\n"):
+            while more := handle.readline(_BLOCK):  # skip the rest of a long line
+                length += len(more)
+                if more.endswith(b"\n"):
+                    break
+            head = head[:len(head) - _partial_character(head)]
+        yield head, length
+
+
+def _partial_character(data: bytes) -> int:
+    """How many bytes at the end of `data` are the start of a UTF-8 character cut short."""
+    for back in range(1, min(4, len(data)) + 1):
+        byte = data[-back]
+        if byte & 0xC0 != 0x80:  # a lead byte (or ASCII): does its sequence fit?
+            need = 2 if byte >> 5 == 0b110 else 3 if byte >> 4 == 0b1110 else \
+                4 if byte >> 3 == 0b11110 else 1
+            return back if need > back else 0
+    return 0
 
 
 def _decode(data: bytes) -> tuple[str, bool]:
