@@ -125,3 +125,37 @@ def test_a_linear_copy_keeps_the_labels_and_name_tree_shows_even_from_an_abandon
     (label,) = [e for e in copy if e["type"] == "label"]
     assert label["label"] == "the offer"
     assert SessionLog(target).entry(label["target_id"])["message"] == say("Cache it?")
+
+
+HOSTILE = ["<script>alert(1)</script>", "<img src=x onerror=alert(1)>", "## Assistant (e99)",
+           "```\nan unclosed fence swallows the rest", "- a list\n> a quote\n# a heading",
+           "`````` six backticks", "&lt; &amp;"]
+
+
+def test_no_content_in_a_markdown_export_can_make_html_headings_or_fences(tmp_path):
+    from markdown_it import MarkdownIt
+
+    log = SessionLog(tmp_path / "s.jsonl", fsync=False)
+    log.append_session_info(cwd="/w <b>x</b>", model="m", name="# not a heading")
+    evil_call = call("bash<script>", {"command": "<b>" + "`" * 8}, id="c1")
+    for text in HOSTILE:
+        log.append_message(user(text))
+        log.append_message(reply(text, evil_call))
+        log.append_message(tool_result(evil_call, text, is_error=True))
+    log.append_label("e2", "<i>label</i>\n# heading")
+    log.append_message({"role": "assistant", "content": [], "stop_reason": "error",
+                        "error_message": "<script>x</script>\n## Error"})
+    markdown = to_markdown(log.entries(), log.tip(), title="Session <b> `t`")
+    tokens = MarkdownIt("commonmark").parse(markdown)
+    flat = [t for t in tokens] + [c for t in tokens for c in (t.children or [])]
+    assert not [t for t in flat if t.type in ("html_block", "html_inline")]
+    headings = ["".join(c.content for c in tokens[i + 1].children or [])
+                for i, t in enumerate(tokens) if t.type == "heading_open"]
+    assert headings[0] == "Session <b> `t`"  # the title, read as words
+    assert all(h.startswith(("You (e", "Assistant (e")) for h in headings[1:])
+    assert len(headings) == 1 + 2 * len(HOSTILE) + 1
+    fenced = [t.content for t in tokens if t.type == "fence"]
+    for text in HOSTILE:
+        assert fenced.count(text + "\n") == 3  # the user's words, the reply's, the result's
+    assert not [t for t in tokens if t.type.startswith(("bullet_list", "blockquote_open"))
+                and t.map and t.map[0] > 3]

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from mulligan.brief import call_text
+from mulligan.brief import call_text, flat
 from mulligan.home import open_private, private_dirs
 from mulligan.session import SessionLog, path
 from mulligan.session.branches import blocks_of, labels_of, message_of
@@ -34,59 +35,79 @@ def to_markdown(
     entries: Sequence[Mapping[str, Any]], leaf_id: str | None, *, title: str = "Session"
 ) -> str:
     """The branch ending at `leaf_id` as a Markdown transcript: who said what, tool calls with
-    their arguments, tool results in fenced blocks (fences longer than any backtick run inside),
-    and labels and model changes as small notes."""
+    their arguments, tool results, labels and model changes as small notes.
+
+    No content can make HTML, a heading, a list or a fence of its own: every message's words
+    are in a fenced block whose fence is longer than any backtick run inside them, and every
+    short piece set in running text (a label, a tool name, a title, session facts) has its
+    punctuation escaped and its line breaks folded."""
     chosen = branch_entries(entries, leaf_id)
     labels = labels_of(entries)
-    out = [f"# {title}", ""]
+    out = [f"# {_inline(title)}", ""]
     for entry in chosen:
         kind = entry.get("type")
-        label = f" — *{labels[entry['id']]}*" if entry["id"] in labels else ""
+        label = f" — *{_inline(labels[entry['id']])}*" if entry["id"] in labels else ""
         if kind == "session_info":
-            facts = [f"{k}: `{entry[k]}`" for k in ("name", "cwd", "model", "created",
-                                                    "origin_file", "origin_entry") if entry.get(k)]
+            facts = [f"{k}: {_inline(entry[k])}" for k in ("name", "cwd", "model", "created",
+                                                           "origin_file", "origin_entry")
+                     if entry.get(k)]
             if facts:
                 out += ["> " + " · ".join(facts), ""]
         elif kind == "model_change":
-            out += [f"> model changed to `{entry.get('provider')}/{entry.get('model')}`", ""]
+            changed = _inline(f"{entry.get('provider')}/{entry.get('model')}")
+            out += [f"> model changed to {changed}", ""]
         elif kind == "message":
             message = message_of(entry)
-            out += (_message_markdown(entry["id"], message, label) if message is not None else
-                    [f"*({entry['id']}: a message entry without a message object)*", ""])
+            out += (_message_markdown(_inline(entry["id"]), message, label)
+                    if message is not None else
+                    [f"*({_inline(entry['id'])}: a message entry without a message object)*",
+                     ""])
     return "\n".join(out).rstrip() + "\n"
 
 
 def _message_markdown(entry_id: str, message: Mapping[str, Any], label: str) -> list[str]:
     role = message.get("role")
     if role == "user":
-        return [f"## You ({entry_id}){label}", "", str(message.get("content", "")), ""]
+        return [f"## You ({entry_id}){label}", "", *_fenced(str(message.get("content", ""))),
+                ""]
     if role == "toolResult":
         flag = " — error" if message.get("is_error") else ""
-        return [f"**Result of `{message.get('tool_name')}`** ({entry_id}){flag}{label}", "",
-                *_fenced(str(message.get("content", ""))), ""]
+        return [f"**Result of {_inline(message.get('tool_name'))}** ({entry_id}){flag}{label}",
+                "", *_fenced(str(message.get("content", ""))), ""]
     lines = [f"## Assistant ({entry_id}){label}", ""]
     for block in blocks_of(message):
         if block.get("type") == "text":
-            lines += [str(block.get("text", "")), ""]
+            lines += [*_fenced(str(block.get("text", ""))), ""]
         elif block.get("type") == "thinking" and block.get("thinking"):
-            lines += ["<details><summary>thinking</summary>", "", block["thinking"], "",
-                      "</details>", ""]
+            lines += ["<details><summary>thinking</summary>", "",
+                      *_fenced(str(block["thinking"])), "", "</details>", ""]
         elif block.get("type") == "toolCall":
-            lines += [f"**Tool call** `{call_text(block, room=80)}`", "",
+            lines += [f"**Tool call** {_inline(call_text(block, room=80))}", "",
                       *_fenced(json.dumps(block.get("arguments"), indent=2, ensure_ascii=False),
                                "json"), ""]
     if message.get("stop_reason") in ("error", "aborted"):
-        lines += [f"*({message.get('stop_reason')}: {message.get('error_message', '')})*", ""]
+        why = _inline(f"{message.get('stop_reason')}: {message.get('error_message', '')}")
+        lines += [f"*({why})*", ""]
     return lines
 
 
 def _fenced(text: str, language: str = "") -> list[str]:
+    """`text` in a fenced block that nothing inside it can close."""
     longest, run = 0, 0
     for char in text:
         run = run + 1 if char == "`" else 0
         longest = max(longest, run)
     fence = "`" * max(3, longest + 1)
     return [fence + language, text.rstrip("\n"), fence]
+
+
+_PUNCTUATION = re.compile(r"([!-/:-@\[-`{-~])")  # every ASCII punctuation character
+
+
+def _inline(value: Any) -> str:
+    """A short piece for running text: one line, every ASCII punctuation character
+    backslash-escaped (CommonMark's escape), so it is read as the words it is."""
+    return _PUNCTUATION.sub(r"\\\1", flat(value))
 
 
 def write_linear(
