@@ -219,7 +219,6 @@ def test_reading_a_file_that_is_one_huge_line_holds_only_a_few_budgets_in_memory
         tmp_path: Path) -> None:
     import tracemalloc
 
-    from mulligan.tools import MAX_BYTES
 
     huge = tmp_path / "one-line.txt"
     with huge.open("wb") as out:
