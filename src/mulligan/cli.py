@@ -2,7 +2,8 @@
 
     mulligan                         the REPL in the current folder
     mulligan -p "task" [--mode json] one run: the final answer, or JSON lines
-    mulligan sessions ls|show|tree|export|check|repair|migrate   (alias: mulligan session ...)
+    mulligan sessions ls|show|tree|export|check|repair|migrate|back|files   (alias: session)
+    mulligan gc                      free checkpoint copies no session refers to
 
 Exit status: 0 done; 1 the run failed or the command could not be done; 2 bad usage.
 """
@@ -62,7 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
     which.add_argument("--no-session", action="store_true",
                        help="save nothing (no /tree, /back or /edit)")
 
-    commands = parser.add_subparsers(dest="command", metavar="{sessions,session}")
+    commands = parser.add_subparsers(dest="command", metavar="{sessions,session,gc}")
     sessions = commands.add_parser(
         "sessions", aliases=["session"], help="list, show, export and check session files",
         description="Session files. FILE is a path, or the start of a file name among this "
@@ -98,6 +99,26 @@ def build_parser() -> argparse.ArgumentParser:
                                                  "existed into the current format")
     migrate.add_argument("old", metavar="OLD")
     migrate.add_argument("new", metavar="NEW")
+    back = with_file("back", "go back to entry ID, as /back ID does (one branch line); with "
+                             "--files the session's working folder is put back as it was there")
+    back.add_argument("id", metavar="ID")
+    back.add_argument("--files", action="store_true",
+                      help="restore the working folder as it was at ID; refused, changing "
+                           "nothing, if a file was changed outside the agent (exit 1)")
+    mine = back.add_mutually_exclusive_group()
+    mine.add_argument("--keep-mine", action="store_true",
+                      help="with --files: leave files changed outside the agent as they are")
+    mine.add_argument("--overwrite", action="store_true",
+                      help="with --files: restore those too (a safety snapshot keeps them)")
+    back.add_argument("--summarize", action="store_true",
+                      help="summarise the attempt left into a branch_summary entry")
+    back.add_argument("--model", dest="back_model", metavar="NAME",
+                      help="the model that writes the summary (default: as for a run)")
+    files = with_file("files", "the files each entry of a branch changed (from its checkpoints)")
+    files.add_argument("--leaf", metavar="ID", help="the branch ending at entry ID")
+    commands.add_parser("gc", help="free checkpoint snapshots and file copies that no session "
+                                   "refers to, and report the space used",
+                        description="Free what no session under $MULLIGAN_HOME refers to.")
     return parser
 
 
@@ -112,6 +133,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command in ("sessions", "session"):
             return _ACTIONS[args.action](args, out)
+        if args.command == "gc":
+            return modes.gc(args, out)
         if args.mode != "text" and args.print is None:
             raise modes.UsageError("--mode needs -p")
         if args.print is not None:
@@ -169,4 +192,5 @@ def _action(name: str):  # type: ignore[no-untyped-def]
 _ACTIONS = {"ls": _action("sessions_ls"), "show": _action("sessions_show"),
             "tree": _action("sessions_tree"), "export": _action("sessions_export"),
             "check": _action("session_check"), "repair": _action("session_repair"),
-            "migrate": _action("session_migrate")}
+            "migrate": _action("session_migrate"), "back": _action("sessions_back"),
+            "files": _action("sessions_files")}

@@ -70,7 +70,22 @@ def build_controller(args: argparse.Namespace, err: TextIO, *,
     return Controller(
         model=model, tools=tools, cwd=cwd, home=home, session_file=session_file,
         max_turns=args.max_turns, system_prompt_file=prompt_file, redact=secrets.redact,
+        checkpoints=checkpoints_for(config, home, cwd) if session_file is not None else None,
         resolver=lambda name: resolve(name, base_url=args.base_url, home=home, err=err))
+
+
+def checkpoints_for(config: dict[str, Any], home: Path, cwd: Path) -> Any:
+    """The session's file checkpoints, as `[checkpoints]` in config.toml sets them (None when
+    switched off)."""
+    from mulligan.app.checkpoints import Checkpoints
+    from mulligan.app.snapshots import Store
+
+    settings = config.get("checkpoints", {})
+    if not settings.get("enabled", True):
+        return None
+    store = Store(home, max_file=int(settings.get("max_file_mb", 20) * (1 << 20)),
+                  max_snapshot=int(settings.get("max_snapshot_mb", 1024) * (1 << 20)))
+    return Checkpoints(store, cwd)
 
 
 def run_print(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
@@ -241,6 +256,72 @@ def session_migrate(args: argparse.Namespace, out: TextIO) -> int:
 
     written = maintenance.migrate(Path(args.old), Path(args.new))
     print(f"wrote {written} entries to {args.new}", file=out)
+    return 0
+
+
+def sessions_back(args: argparse.Namespace, out: TextIO) -> int:
+    """`mulligan sessions back FILE ID [--files]`: what /back ID does, from the shell. The
+    session's lease is held while it works (refused while a REPL has the session)."""
+    from mulligan.app.back import describe, go_back
+    from mulligan.app.catalog import session_folder
+    from mulligan.app.lease import acquire
+    from mulligan.providers.config import load_config
+    from mulligan.session import SessionLog
+
+    home = home_of()
+    file = find_session_file(args.file, home, working_folder(args))
+    with acquire(file):
+        log = SessionLog(file)
+        entries = log.entries()
+        log.branch(log.tip())  # a damaged session is refused before anything is done
+        checkpoints = None
+        if args.files:
+            folder = session_folder(entries)
+            if folder is None or not folder.is_dir():
+                raise UsageError(f"{file}: the session's working folder {folder} is not "
+                                 "here; --files cannot restore it")
+            checkpoints = checkpoints_for(load_config(home), home, folder)
+        done = go_back(log, checkpoints, args.id, files="restore" if args.files else None,
+                       keep_mine=args.keep_mine, overwrite=args.overwrite)
+    for line in describe(done):
+        print(line, file=out)
+    if args.files and not (done.restored or done.kept):
+        print("no file to put back: the folder already is as it was at "
+              f"{args.id} (or the session has no file checkpoints)", file=out)
+    return 0
+
+
+def sessions_files(args: argparse.Namespace, out: TextIO) -> int:
+    """`mulligan sessions files FILE [--leaf ID]`: what each entry of the branch changed."""
+    from mulligan.app.checkpoints import workspace_of
+
+    _, entries, leaf = _entries_and_leaf(args)
+    from mulligan.session import path
+
+    shown = 0
+    for entry in path(entries, leaf):
+        meta = workspace_of(entry)
+        for key, label in (("changed", "changed"), ("outside", "changed outside the agent"),
+                           ("restored", "restored")):
+            paths = meta.get(key) or []
+            if paths:
+                print(f"{entry['id']:<6} {label}: {', '.join(paths)}", file=out)
+                shown += 1
+    if not shown:
+        print("(no file was changed on this branch, or it has no checkpoints)", file=out)
+    return 0
+
+
+def gc(args: argparse.Namespace, out: TextIO) -> int:
+    """`mulligan gc`: free the snapshots and file copies no session refers to."""
+    from mulligan.app.catalog import referenced_snapshots
+    from mulligan.app.snapshots import Store
+
+    home = home_of()
+    store = Store(home)
+    trees, blobs, freed = store.gc(referenced_snapshots(home))
+    print(f"freed {trees} snapshot(s) and {blobs} file copies, {freed / 1e6:.1f} MB; the "
+          f"store holds {store.size() / 1e6:.1f} MB in {store.root}", file=out)
     return 0
 
 

@@ -15,6 +15,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
+
+import orjson
 
 from mulligan.session import SessionError, SessionLog
 from mulligan.session.branches import message_leaves, message_of
@@ -169,3 +172,35 @@ def choose_session_file(
             raise FileNotFoundError("no session chosen")
         return picked
     return new_session_path(home, cwd)
+
+
+def session_folder(entries: list[dict[str, Any]]) -> Path | None:
+    """The working folder a session belongs to: the cwd of its first session_info."""
+    for entry in entries:
+        if entry.get("type") == "session_info" and isinstance(entry.get("cwd"), str):
+            return Path(entry["cwd"])
+    return None
+
+
+def referenced_snapshots(home: Path) -> set[str]:
+    """Every snapshot id any session file under `home` names in its entries' workspace
+    metadata. Lines are read one by one and a damaged line is passed over, never the file:
+    a session that cannot be opened still keeps its snapshots."""
+    found: set[str] = set()
+    for file in session_files(home):
+        try:
+            data = file.read_bytes()
+        except OSError:
+            continue
+        for line in data.splitlines():
+            if b'"workspace"' not in line:
+                continue
+            try:
+                entry = orjson.loads(line)
+            except orjson.JSONDecodeError:
+                continue
+            meta = entry.get("workspace") if isinstance(entry, dict) else None
+            if isinstance(meta, dict):
+                found.update(v for k, v in meta.items()
+                             if k in ("before", "after", "safety") and isinstance(v, str))
+    return found

@@ -21,7 +21,10 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from mulligan.app.back import Back, back_plan, go_back
 from mulligan.app.catalog import SessionSummary, list_sessions, new_session_path
+from mulligan.app.checkpoints import Checkpoints, Plan, expected_tree, workspace_of
+from mulligan.app.diffs import snapshot_diff
 from mulligan.app.export import to_markdown, write_linear, write_new
 from mulligan.app.lease import Lease, acquire
 from mulligan.app.models import model_label, model_parts
@@ -30,7 +33,12 @@ from mulligan.home import create_private
 from mulligan.messages import Message
 from mulligan.prompts import system_prompt
 from mulligan.session import SessionLog, persist_to
-from mulligan.session.branches import message_of, user_messages_on_path
+from mulligan.session.branches import (
+    children_of,
+    message_of,
+    subtree_ids,
+    user_messages_on_path,
+)
 from mulligan.session.log import timestamp
 from mulligan.session.tree import Entry
 from mulligan.tools import Tool
@@ -49,7 +57,8 @@ class Controller:
     `session_file` None means --no-session: nothing is ever written, and commands that need
     the file (tree, back, edit, label, fork, export) are refused. `resolver` turns a model
     name into a model for `set_model`. `redact` is applied to every message before it is
-    recorded (`Secrets.redact`: known keys never reach the file).
+    recorded (`Secrets.redact`: known keys never reach the file). `checkpoints` records the
+    working folder around every file-changing tool call, so going back can restore it.
     """
 
     def __init__(
@@ -58,9 +67,11 @@ class Controller:
         system_prompt_file: Path | None = None,
         resolver: Callable[[str], Model] | None = None,
         redact: Callable[[Message], Message] | None = None,
+        checkpoints: Checkpoints | None = None,
     ) -> None:
         self.cwd = Path(cwd).resolve()
         self._redact = redact
+        self.checkpoints = checkpoints
         self.home = Path(home)
         self._prompt_file = system_prompt_file
         self._resolver = resolver
@@ -116,6 +127,12 @@ class Controller:
             self._lease.release()
         self._lease, self._log = lease, log
         self._rebuild(transcript)
+        self._follow()
+
+    def _follow(self) -> None:
+        """Tell the checkpoints which branch the session is on now."""
+        if self.checkpoints is not None and self._log is not None and self.started:
+            self.checkpoints.follow(self._log.branch(self._log.tip()))
 
     def hold_lease(self) -> None:
         """Take the session's lease now, before any run (print mode: one run, one writer from
@@ -134,6 +151,8 @@ class Controller:
                                 "model": model_label(self.model)}
         if self._pending_name:
             info["name"] = self._pending_name
+        if self.checkpoints is not None:
+            info.update(self.checkpoints.baseline())
         self._log.append_session_info(**info)
 
     def _harness(self, model: Model, tools: list[Tool] | tuple[Tool, ...],
@@ -142,7 +161,11 @@ class Controller:
         harness = Harness(model, system, tools, messages=messages, max_turns=max_turns,
                           redact=self._redact)
         if self._log is not None:
-            harness.subscribe(persist_to(self._log, before_first=self._start))
+            if self.checkpoints is not None:
+                harness.subscribe(self.checkpoints.listener)
+            harness.subscribe(persist_to(
+                self._log, before_first=self._start,
+                meta=self.checkpoints.meta if self.checkpoints is not None else None))
         return harness
 
     def _rebuild(self, messages: list[Message], model: Model | None = None) -> None:
@@ -204,32 +227,28 @@ class Controller:
         self._need_file("/tree")
         return self.entries(), self.tip()
 
-    def back(self, entry_id: str) -> str:
-        """Go back to `entry_id`: the next message follows it. Writes one branch line; the
-        harness is rebuilt from the file. Returns the branch line's id."""
+    def back(self, entry_id: str, *, files: str | None = None, keep_mine: bool = False,
+             overwrite: bool = False) -> Back:
+        """Go back to `entry_id` (any entry, on this branch or another): the next message
+        follows it. Writes one branch line; `files` "restore" also puts the working folder
+        back as it was there ("keep": leaves it, and says so in the session); see
+        `app.back.go_back`. The harness is rebuilt from the file."""
         self._idle("/back")
         log = self._need_file("/back")
-        new_tip = log.branch_to(entry_id)
+        done = go_back(log, self.checkpoints, entry_id, files=files, keep_mine=keep_mine,
+                       overwrite=overwrite)
         self._rebuild(log.replay())
-        return str(new_tip)
+        return done
 
-    def back_choices(self) -> list[tuple[str, str]]:
-        """What the /back picker offers: `user_choices`, refused like /back itself."""
+    def back_plan(self, entry_id: str) -> Plan | None:
+        """What going back to `entry_id` would do to the files (None: nothing to restore)."""
         self._idle("/back")
-        self._need_file("/back")
-        return self.user_choices()
+        return back_plan(self._need_file("/back"), self.checkpoints, entry_id)
 
-    def user_choices(self) -> list[tuple[str, str]]:
-        """(entry id, text) of each user message on the current branch, newest first: what
-        /back without an id and /edit can go back before."""
-        found = user_messages_on_path(self.entries(), self.tip())
-        return [(e["id"], str(e["message"].get("content", ""))) for e in reversed(found)]
-
-    def edit(self, entry_id: str | None = None) -> str:
-        """Go back to just before the user message `entry_id` -- on this branch or any other
-        one in the tree; the last one on this branch by default -- and return its text, to be
-        edited and sent again."""
-        self._idle("/edit")
+    def edit_target(self, entry_id: str | None = None) -> tuple[str, str]:
+        """(the entry /edit goes back to, the text of the message edited): the parent of
+        your message `entry_id` -- on this branch or any other one in the tree; the last one
+        on this branch by default."""
         log = self._need_file("/edit")
         if entry_id is None:
             choices = self.user_choices()
@@ -244,9 +263,58 @@ class Controller:
         parent = entry.get("parent_id")
         if parent is None:
             raise Refused(f"/edit: {entry_id} has nothing before it to go back to")
-        log.branch_to(parent)
-        self._rebuild(log.replay())
-        return str(message.get("content", ""))
+        return str(parent), str(message.get("content", ""))
+
+    def back_choices(self) -> list[tuple[str, str]]:
+        """What the /back picker offers: `user_choices`, refused like /back itself."""
+        self._idle("/back")
+        self._need_file("/back")
+        return self.user_choices()
+
+    def user_choices(self) -> list[tuple[str, str]]:
+        """(entry id, text) of each user message on the current branch, newest first: what
+        /back without an id and /edit can go back before."""
+        found = user_messages_on_path(self.entries(), self.tip())
+        return [(e["id"], str(e["message"].get("content", ""))) for e in reversed(found)]
+
+    def edit(self, entry_id: str | None = None, *, files: str | None = None,
+             keep_mine: bool = False, overwrite: bool = False) -> str:
+        """Go back to just before your message `entry_id` (see `edit_target`) and return its
+        text, to be edited and sent again; `files` as for `back`."""
+        self._idle("/edit")
+        parent, text = self.edit_target(entry_id)
+        self.back(parent, files=files, keep_mine=keep_mine, overwrite=overwrite)
+        return text
+
+    def diff(self, entry_id: str | None = None) -> list[str]:
+        """What the files went through: by default the last turn on this branch; for a tool
+        call's result, that call; for any other entry, from just before it to the end of its
+        attempt (this branch's tip when it is on this branch). Plain diff lines."""
+        log = self._need_file("/diff")
+        if self.checkpoints is None:
+            raise Refused("/diff: this session keeps no file checkpoints")
+        here = log.branch(log.tip())
+        if entry_id is None:
+            users = [i for i, e in enumerate(here) if (message_of(e) or {}).get("role") == "user"]
+            if not users:
+                raise Refused("/diff: there is no turn on this branch yet")
+            before, after = expected_tree(here[:users[-1]]), expected_tree(here)
+        else:
+            entry = log.entry(entry_id)
+            meta = workspace_of(entry)
+            if isinstance(meta.get("before"), str):
+                before, after = meta["before"], meta.get("after")
+            else:
+                upto = log.branch(entry_id)
+                before = expected_tree(upto[:-1])
+                ids = {e["id"] for e in here}
+                end = log.tip() if entry_id in ids else subtree_ids(
+                    children_of(log.entries()), entry_id)[-1]
+                after = expected_tree(log.branch(end))
+        if not isinstance(before, str) or not isinstance(after, str):
+            raise Refused("/diff: no file checkpoints were recorded there")
+        return snapshot_diff(self.checkpoints.store, before, after) or [
+            "(no file changed there)"]
 
     def label(self, entry_id: str, text: str) -> str:
         """Label `entry_id` (an empty text takes its label off)."""
@@ -280,6 +348,7 @@ class Controller:
             self._lease.release()
         self._lease, self._log = new_lease, SessionLog(destination)
         self._rebuild(self._log.replay())
+        self._follow()
         return destination
 
     def export(self, kind: str, target: Path | None = None) -> Path:

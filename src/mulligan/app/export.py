@@ -117,7 +117,8 @@ def write_linear(
     """Write the branch ending at `leaf_id` into the new session file `destination` (mode 0600)
     as a straight line: a session_info entry first (the origin's cwd/model from the branch, its
     name as `sessions ls` shows it, then `info`, plus origin_file and origin_entry = `leaf_id`),
-    then the branch's messages and model changes with fresh ids e1, e2, ..., then the labels
+    then the branch's messages, model changes and workspace restores (with their file
+    checkpoints) with fresh ids e1, e2, ..., then the labels
     the copied entries carry, as /tree shows them (a label set before the session went back
     hangs on the abandoned attempt, but names an entry on this branch all the same). Branch
     lines and older session_info entries are not copied: the new file has one attempt.
@@ -135,6 +136,10 @@ def write_linear(
         fields["name"] = names[-1]
     fields.update(info or {})
     fields.update(created=timestamp(), origin_file=os.fspath(origin_file), origin_entry=leaf_id)
+    baseline = next((e["workspace"] for e in chosen if e.get("type") == "session_info"
+                     and isinstance(e.get("workspace"), dict)), None)
+    if baseline is not None:  # the copy's file checkpoints start where the origin's did
+        fields["workspace"] = {"after": baseline.get("after")}
     os.close(_create_new(destination))
     log = SessionLog(destination, fsync=False)
     log.append_session_info(**fields)
@@ -142,10 +147,15 @@ def write_linear(
     for entry in chosen:
         kind = entry.get("type")
         if kind == "message":
-            renamed[entry["id"]] = log.append_message(entry["message"])
+            meta = {"workspace": entry["workspace"]} if "workspace" in entry else {}
+            renamed[entry["id"]] = log.append_message(entry["message"], **meta)
         elif kind == "model_change":
             renamed[entry["id"]] = log.append_model_change(entry.get("provider"),
                                                            entry.get("model"))
+        elif kind == "workspace_restore":  # the folder's expected state moves with it
+            renamed[entry["id"]] = log.append_entry(
+                "workspace_restore", **{k: v for k, v in entry.items()
+                                        if k not in ("id", "type", "parent_id", "timestamp")})
     for target, text in labels_of(entries).items():
         if target in renamed:
             log.append_label(renamed[target], text)

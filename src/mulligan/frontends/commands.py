@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mulligan.app import Controller, LeaseHeld, Refused, SessionSummary, model_label
+from mulligan.app.back import describe
 from mulligan.app.lease import is_free, read_holder
 from mulligan.frontends.tree import render_tree
 from mulligan.session import SessionError, UnknownEntry
@@ -21,6 +22,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "tree": ("[all]", "the session as a tree; 'all' unfolds abandoned attempts"),
     "back": ("[ID]", "go back to entry ID (the next message follows it); alone: pick a message"),
     "edit": ("[ID]", "go back to just before your message ID (default: the last) and edit it"),
+    "diff": ("[ID]", "what the files went through: the last turn, or entry ID's call or turn"),
     "label": ("ID TEXT", "label an entry (empty TEXT removes the label)"),
     "name": ("TEXT", "name this session"),
     "fork": ("", "copy the current branch into a new session file and continue there"),
@@ -41,8 +43,9 @@ class Outcome:
     error: bool = False
     fill: str | None = None          # put this text in the input box
     quit: bool = False
-    pick: str | None = None          # "back" or "resume": open that picker
+    pick: str | None = None          # "back", "resume" or "files": open that picker
     choices: list[tuple[str, str]] = field(default_factory=list)
+    diff: bool = False               # the lines are a unified diff (coloured by the REPL)
 
 
 def help_lines() -> list[str]:
@@ -108,20 +111,54 @@ def _back(c: Controller, args: list[str], width: int) -> Outcome:
         if not choices:
             return Outcome(["/back: there is no message of yours on this branch"], error=True)
         return Outcome(pick="back", choices=choices)
-    c.back(args[0])
-    return Outcome([f"back at {args[0]}: your next message follows it"])
+    return going_back(c, args[0], f"back at {args[0]}: your next message follows it")
 
 
 def back_before(c: Controller, entry_id: str) -> Outcome:
     """The /back picker's choice: go back to just before the user message `entry_id`."""
-    text = c.edit(entry_id)
+    parent, text = c.edit_target(entry_id)
     words = " ".join(text.split())
-    return Outcome([f"back before {entry_id} ({words[:50]}): your next message replaces it"])
+    return going_back(c, parent, f"back before {entry_id} ({words[:50]}): your next message "
+                                 "replaces it")
 
 
 def _edit(c: Controller, args: list[str], width: int) -> Outcome:
-    text = c.edit(args[0] if args else None)
-    return Outcome(["edit and press Enter to send again"], fill=text)
+    parent, text = c.edit_target(args[0] if args else None)
+    return going_back(c, parent, "edit and press Enter to send again", fill=text)
+
+
+def going_back(c: Controller, target: str, said: str, *, fill: str | None = None) -> Outcome:
+    """Go back to `target`; when the part being left changed files, first ask what to do
+    with them (the REPL's "files" picker, then `finish_going_back`)."""
+    plan = c.back_plan(target)
+    if plan is None:
+        c.back(target)
+        return Outcome([said], fill=fill)
+    lines = [f"the part you are leaving changed {len(plan.changes) + len(plan.conflicts)} "
+             "file(s) in the working folder:"]
+    lines += [f"  {path}" for path in plan.changes[:15]]
+    if len(plan.changes) > 15:
+        lines.append(f"  ... and {len(plan.changes) - 15} more")
+    lines += [f"  {path}  (yours: {why}; kept as you have it)" for path, why in plan.conflicts]
+    lines += [f"  not restorable: {path} ({why})" for path, why in plan.not_restorable[:5]]
+    lines.append("  (changes outside the folder, and what a background process did after its "
+                 "command returned, are not tracked)")
+    return Outcome(lines, pick="files", choices=[(target, said)], fill=fill)
+
+
+def finish_going_back(c: Controller, target: str, said: str, answer: str) -> Outcome:
+    """The "files" picker's answer: "" (Enter) restores the files and goes back, keeping any
+    the user changed; "k" goes back and keeps the files as they are; anything else cancels."""
+    if answer not in ("", "k"):
+        return Outcome(["cancelled: nothing was changed"])
+    done = c.back(target, files="restore" if answer == "" else "keep", keep_mine=True)
+    return Outcome([said, *describe(done)[1:]])
+
+
+def _diff(c: Controller, args: list[str], width: int) -> Outcome:
+    if len(args) > 1:
+        return Outcome(["usage: /diff [ID]"], error=True)
+    return Outcome(c.diff(args[0] if args else None), diff=True)
 
 
 def _label(c: Controller, args: list[str], width: int) -> Outcome:
@@ -198,6 +235,6 @@ def _quit(c: Controller, args: list[str], width: int) -> Outcome:
     return Outcome(quit=True)
 
 
-_HANDLERS = {"tree": _tree, "back": _back, "edit": _edit, "label": _label, "name": _name,
-             "fork": _fork, "sessions": _sessions, "resume": _resume, "model": _model,
+_HANDLERS = {"tree": _tree, "back": _back, "edit": _edit, "diff": _diff, "label": _label,
+             "name": _name, "fork": _fork, "sessions": _sessions, "resume": _resume, "model": _model,
              "export": _export, "help": _help, "quit": _quit, "exit": _quit}

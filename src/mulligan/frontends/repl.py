@@ -37,6 +37,7 @@ from mulligan.frontends.commands import (
     Outcome,
     back_before,
     count,
+    finish_going_back,
     format_sessions,
     resume_to,
     run_command,
@@ -297,10 +298,11 @@ class Repl:
         """Do one slash command; False means quit."""
         width = self.width or self.console.width
         outcome = run_command(self.controller, line, width=width)
-        if outcome.pick is not None:
+        while outcome.pick is not None:  # a picker's choice may open another (files)
             outcome = await self._pick(outcome)
         for shown in outcome.lines:
-            self._print(shown, "red" if outcome.error else None)
+            self._print(shown, "red" if outcome.error else _diff_style(shown) if outcome.diff
+                        else None)
         if outcome.fill is not None:
             self._fill = outcome.fill
         return not outcome.quit
@@ -317,6 +319,20 @@ class Repl:
             return Outcome()
         picker: PromptSession[str] = PromptSession(input=self.session.input,
                                                    output=self.session.output)
+        if outcome.pick == "files":
+            question = ("Enter: restore the files and go back · k: go back, keep the files "
+                        "as they are · c: cancel  ")
+            try:
+                answer = (await picker.prompt_async(question)).strip().lower()
+            except (KeyboardInterrupt, EOFError):
+                answer = "c"
+            target, said = outcome.choices[0]
+            finished = _safely(lambda: finish_going_back(self.controller, target, said, answer),
+                               0)
+            if finished.error or answer not in ("", "k"):
+                outcome.fill = None
+            finished.fill = outcome.fill
+            return finished
         try:
             answer = (await picker.prompt_async("number (Enter cancels): ")).strip()
         except (KeyboardInterrupt, EOFError):
@@ -328,6 +344,14 @@ class Repl:
         if outcome.pick == "back":
             return _safely(lambda: back_before(self.controller, chosen), width)
         return _safely(lambda: resume_to(self.controller, chosen), width)
+
+
+def _diff_style(line: str) -> str | None:
+    if line.startswith(("+++", "---")):
+        return "bold"
+    if line.startswith("@@"):
+        return "cyan"
+    return "green" if line.startswith("+") else "red" if line.startswith("-") else None
 
 
 def _safely(action: Callable[[], Outcome], width: int) -> Outcome:

@@ -86,6 +86,9 @@ def render_tree(
         drawn.add(entry_id)
         tag = f" [{labels[entry_id]}]" if entry_id in labels else ""
         tag += damage.get(entry_id, "")
+        changed = by_id[entry_id].get("workspace")
+        if isinstance(changed, Mapping) and changed.get("changed"):
+            tag += f" ✎{len(changed['changed'])}"  # this entry changed files
         tip_tag = TIP_MARK if entry_id == shown_tip else ""
         head = f"{prefix}{entry_id:<{id_width}} "
         words = describe(by_id[entry_id])

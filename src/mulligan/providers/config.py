@@ -8,6 +8,7 @@ and a few per-provider settings.
     [providers.openai]     api_key = "..."  base_url = "..."  max_tokens = 4096
                            timeout = 600  max_retries = 4
     [local]                n_ctx = 4096  n_threads = 2  max_tokens = 512
+    [checkpoints]          enabled = true  max_file_mb = 20  max_snapshot_mb = 1024
     [tools]                hide_env = ["GITHUB_TOKEN"]  bash_timeout = 120
                            bash_timeout_max = 1800
 
@@ -31,7 +32,7 @@ KEY_VARIABLES = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
 URL_VARIABLES = {"anthropic": "ANTHROPIC_BASE_URL", "openai": "OPENAI_BASE_URL"}
 # The file's top level: the default model and two tables ([local] is checked by the local
 # provider, when a local model is resolved).
-_TOP_LEVEL = ("model", "providers", "local", "tools")
+_TOP_LEVEL = ("model", "providers", "local", "tools", "checkpoints")
 # [tools]: what the coding tools may see and do (read by the coding session, mulligan.app).
 _TOOLS = ("hide_env", "bash_timeout", "bash_timeout_max")
 _SETTINGS: dict[str, dict[str, type | tuple[type, ...]]] = {
@@ -74,6 +75,13 @@ def load_config(home: Path) -> dict[str, Any]:
     local = config.get("local", {})
     if not isinstance(local, dict):
         raise ConfigError(f"{path}: [local] must be a table")
+    checkpoints = config.get("checkpoints", {})
+    known: dict[str, type | tuple[type, ...]] = {"enabled": bool, "max_file_mb": (int, float),
+                                                 "max_snapshot_mb": (int, float)}
+    if not isinstance(checkpoints, dict) or any(
+            k not in known or not isinstance(v, known[k]) for k, v in checkpoints.items()):
+        raise ConfigError(f"{path}: [checkpoints]: expected enabled = true|false, "
+                          "max_file_mb = N, max_snapshot_mb = N")
     tools = config.get("tools", {})
     if not isinstance(tools, dict):
         raise ConfigError(f"{path}: [tools] must be a table")

@@ -1,0 +1,98 @@
+"""Going back: one branch line in the session, and -- when asked -- the working folder put
+back as it was at the entry gone to, recorded as a workspace_restore entry.
+
+In: a session's log, its checkpoints (or None), the entry to go to (on this branch or any
+other: going forward to an abandoned attempt brings its files back), and what to do with the
+files: "restore" them, "keep" them as they are, or None (the session has no checkpoints, or
+the caller does not care). Out: a `Back` saying what was done. Order of work, so that a kill
+at any moment loses nothing and a second run finishes the job: the files first (every one as
+it was, or as the target has it), then the branch line, then the workspace_restore entry.
+A refused restore (`RestoreRefused`) changes neither the folder nor the session file.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mulligan.app.checkpoints import Checkpoints, Plan, apply, owners, plan
+from mulligan.session import SessionLog
+
+__all__ = ["Back", "back_plan", "describe", "go_back"]
+
+
+@dataclass
+class Back:
+    """What going back did: the new branch line, and for the files: `restored` paths, `kept`
+    ones (changed outside and left as they are, or all of them when the user chose to keep
+    the files), and what cannot be restored."""
+
+    branch_id: str
+    restored: list[str] = field(default_factory=list)
+    kept: list[str] = field(default_factory=list)
+    not_restorable: list[tuple[str, str]] = field(default_factory=list)
+    safety: str | None = None
+
+
+def back_plan(log: SessionLog, checkpoints: Checkpoints | None, entry_id: str) -> Plan | None:
+    """What going back to `entry_id` would do to the files; None without checkpoints (or
+    when the folder holds nothing the restore would change)."""
+    if checkpoints is None or not checkpoints.enabled:
+        return None
+    log.entry(entry_id)  # UnknownEntry naming it
+    found = plan(checkpoints.store, checkpoints.root, log.branch(log.tip()),
+                 log.branch(entry_id))
+    if found is None or not (found.changes or found.conflicts):
+        return None
+    return found
+
+
+def go_back(log: SessionLog, checkpoints: Checkpoints | None, entry_id: str, *,
+            files: str | None = None, keep_mine: bool = False,
+            overwrite: bool = False) -> Back:
+    """Go back to `entry_id` (see the module docstring). `files` "restore" puts the folder
+    back (RestoreRefused on a conflict unless `keep_mine` or `overwrite`); "keep" leaves it
+    as it is and records that the files were kept."""
+    chosen = back_plan(log, checkpoints, entry_id) if files in ("restore", "keep") else None
+    if chosen is None or checkpoints is None:
+        done = Back(log.branch_to(entry_id))
+        if checkpoints is not None:
+            checkpoints.follow(log.branch(log.tip()))
+        return done
+    if files == "keep":
+        here = owners(log.branch(log.tip()))
+        kept = sorted({*chosen.changes, *(p for p, _ in chosen.conflicts)})
+        branch_id = log.branch_to(entry_id)
+        after = chosen.current
+        checkpoints.saw(after.id)
+        meta: dict[str, Any] = {"workspace": {
+            "after": after.id, "safety": after.id, "restored": [], "kept": kept,
+            "changed": [p for p in kept if here.get(p) != "outside"],
+            "outside": [p for p in kept if here.get(p) == "outside"]}}
+        log.append_entry("workspace_restore", target_entry=entry_id, chose="keep", **meta)
+        return Back(branch_id, kept=kept, not_restorable=chosen.not_restorable,
+                    safety=after.id)
+    restored = apply(checkpoints.store, checkpoints.root, chosen, keep_mine=keep_mine,
+                     overwrite=overwrite)
+    branch_id = log.branch_to(entry_id)
+    log.append_entry("workspace_restore", target_entry=entry_id, chose="restore",
+                     **checkpoints.restored(restored, chosen.target_owners))
+    return Back(branch_id, restored=restored.restored, kept=restored.kept,
+                not_restorable=chosen.not_restorable, safety=restored.safety)
+
+
+def describe(done: Back, root: Path | None = None) -> list[str]:
+    """What going back did, in lines for a person."""
+    lines = [f"went back: the session's tip is now {done.branch_id}, a branch line"]
+    if done.restored:
+        lines.append(f"restored {len(done.restored)} file(s): " + ", ".join(done.restored[:12])
+                     + (" ..." if len(done.restored) > 12 else ""))
+    if done.kept:
+        lines.append(f"kept as they are: {', '.join(done.kept[:12])}"
+                     + (" ..." if len(done.kept) > 12 else ""))
+    if done.safety and (done.restored or done.kept):
+        lines.append(f"safety snapshot {done.safety[:12]} holds the folder as it was before")
+    for rel, why in done.not_restorable[:5]:
+        lines.append(f"not restorable: {rel} ({why})")
+    return lines

@@ -1,0 +1,288 @@
+"""The snapshot store: what the working folder held, kept outside it, content-addressed.
+
+``$MULLIGAN_HOME/checkpoints/`` holds ``blobs/ab/cdef...`` (a file's bytes, named by their
+BLAKE2b-160 hash), ``trees/<id>.json`` (a manifest: every path with its kind, mode, size,
+mtime and hash or link target, and what was skipped and why) and ``stat/<folder>.json`` (a
+cache: a file whose size, mtime, ctime and inode are what they were is not read again).
+Everything is created 0600 in 0700 folders, written to a temporary name and renamed into
+place, so a crash leaves a whole object or none; a manifest is written only after its blobs.
+Sessions share the store; `gc` frees what no session refers to.
+
+The walk honours every ``.gitignore`` (nested ones too) and ``.git/info/exclude``, read with
+`pathspec` (git's own matching rules), skips ``.git`` folders, never follows a symlink (a link
+is recorded as a link), and caps the size of one file and of one snapshot; what it leaves out
+is listed in the manifest as not restorable. Never: write into the working folder, touch a
+``.git`` folder, or checkpoint ``$HOME`` or ``/`` themselves (`Unsafe`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import stat
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pathspec
+
+from mulligan.app.catalog import folder_slug
+from mulligan.home import open_private, private_dirs
+
+__all__ = ["Entry", "Manifest", "Store", "Unsafe", "changed_paths"]
+
+# A manifest entry: ("file", mode, size, mtime_ns, hash), ("link", 0, 0, 0, target) or
+# ("dir", mode, 0, 0, "").
+Entry = tuple[str, int, int, int, str]
+MAX_FILE = 20 << 20  # bytes: a larger file is not kept (listed as not restorable)
+MAX_SNAPSHOT = 1 << 30  # bytes of new content one snapshot may add to the store
+_RACY = 2_000_000_000  # ns: a file changed this close to the cache's writing is read again
+
+
+class Unsafe(ValueError):
+    """A folder that must not be checkpointed ($HOME, /), or a store that cannot be used."""
+
+
+@dataclass
+class Manifest:
+    """One snapshot: `files` maps each path (relative, "/"-separated) to its Entry; `skipped`
+    maps a path left out to why ("ignored" is not listed: it is the user's choice)."""
+
+    id: str
+    files: dict[str, Entry]
+    skipped: dict[str, str] = field(default_factory=dict)
+
+
+def changed_paths(before: dict[str, Entry], after: dict[str, Entry]) -> list[str]:
+    """The paths whose kind, mode or content differs between two manifests (mtime and size
+    alone are not a change), sorted."""
+    keys = before.keys() | after.keys()
+    return sorted(p for p in keys if _content(before.get(p)) != _content(after.get(p)))
+
+
+def _content(entry: Entry | None) -> tuple[str, int, str] | None:
+    return None if entry is None else (entry[0], entry[1], entry[4])
+
+
+class Store:
+    """The checkpoints under `home`; `max_file` and `max_snapshot` cap what one file and one
+    snapshot may add (bytes)."""
+
+    def __init__(self, home: Path, *, max_file: int = MAX_FILE,
+                 max_snapshot: int = MAX_SNAPSHOT) -> None:
+        self.root = Path(home) / "checkpoints"
+        self.max_file, self.max_snapshot = max_file, max_snapshot
+
+    # ---- objects -------------------------------------------------------------------------
+
+    def blob_path(self, digest: str) -> Path:
+        return self.root / "blobs" / digest[:2] / digest[2:]
+
+    def read_blob(self, digest: str) -> bytes:
+        return self.blob_path(digest).read_bytes()
+
+    def has_blob(self, digest: str) -> bool:
+        return self.blob_path(digest).exists()
+
+    def _put(self, target: Path, data: bytes) -> None:
+        """Write `data` to `target` whole or not at all (temp + fsync + rename), 0600."""
+        private_dirs(target.parent)
+        temp = target.with_name(f".{target.name}.{os.getpid()}.{time.monotonic_ns()}")
+        fd = open_private(temp)
+        try:
+            with os.fdopen(fd, "wb") as out:
+                out.write(data)
+                out.flush()
+                os.fsync(out.fileno())
+            os.replace(temp, target)
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(temp)
+            raise
+
+    def load(self, tree_id: str) -> Manifest:
+        """The manifest `tree_id`; FileNotFoundError naming it when the store has none."""
+        try:
+            data = orjson.loads((self.root / "trees" / f"{tree_id}.json").read_bytes())
+        except FileNotFoundError:
+            raise FileNotFoundError(2, f"no snapshot {tree_id} in the store (was it freed by "
+                                       "mulligan gc?)", str(self.root)) from None
+        files = {p: tuple(e) for p, e in data["files"].items()}
+        return Manifest(tree_id, files, data.get("skipped", {}))
+
+    def tree_ids(self) -> list[str]:
+        folder = self.root / "trees"
+        return sorted(f.stem for f in folder.glob("*.json")) if folder.is_dir() else []
+
+    # ---- taking a snapshot --------------------------------------------------------------
+
+    def snapshot(self, folder: Path, *, reread: Iterable[str] = ()) -> Manifest:
+        """Record `folder` as it is now: every file not ignored is hashed (or found unchanged
+        in the stat cache), new content goes to the store, and the manifest is written.
+        `reread`: paths whose content is read whatever the cache says (a write's target: the
+        pre-image must be exact). Unsafe for $HOME and /."""
+        root = Path(folder).resolve()
+        if root == Path("/") or root == Path.home().resolve():
+            raise Unsafe(f"{root} is {'/' if root == Path('/') else 'your home folder'}: "
+                         "checkpoints are taken of a project folder only")
+        cache_file = self.root / "stat" / f"{folder_slug(root)}.json"
+        cache = _load_cache(cache_file)
+        started = time.time_ns()
+        forced = set(reread)
+        files: dict[str, Entry] = {}
+        skipped: dict[str, str] = {}
+        fresh: dict[str, list[Any]] = {}
+        added = 0
+        for rel, info in _walk(root, skipped):
+            if stat.S_ISLNK(info.st_mode):
+                files[rel] = ("link", 0, 0, 0, os.readlink(root / rel))
+                continue
+            if stat.S_ISDIR(info.st_mode):
+                files[rel] = ("dir", stat.S_IMODE(info.st_mode), 0, 0, "")
+                continue
+            if info.st_size > self.max_file:
+                skipped[rel] = f"over the {self.max_file >> 20} MB limit for one file"
+                continue
+            key = [info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino]
+            known = cache.get(rel)
+            if known is not None and known[:4] == key and rel not in forced \
+                    and self.has_blob(known[4]):
+                digest = known[4]
+            else:
+                if added + info.st_size > self.max_snapshot:
+                    skipped[rel] = (f"the snapshot reached its {self.max_snapshot >> 20} MB "
+                                    "limit")
+                    continue
+                try:
+                    data = (root / rel).read_bytes()
+                except OSError as exc:  # vanished, or unreadable: not restorable
+                    skipped[rel] = f"could not be read ({exc.strerror})"
+                    continue
+                digest = hashlib.blake2b(data, digest_size=20).hexdigest()
+                if not self.has_blob(digest):
+                    self._put(self.blob_path(digest), data)
+                    added += len(data)
+            files[rel] = ("file", stat.S_IMODE(info.st_mode), info.st_size,
+                          info.st_mtime_ns, digest)
+            # A file written within the clock's reach of now may change again unseen in the
+            # same mtime: it is not cached, so the next snapshot reads it again.
+            if started - info.st_mtime_ns > _RACY:
+                fresh[rel] = [*key, digest]
+        body = orjson.dumps({p: [e[0], e[1], e[4]] for p, e in sorted(files.items())})
+        tree_id = hashlib.blake2b(body, digest_size=20).hexdigest()
+        target = self.root / "trees" / f"{tree_id}.json"
+        if not target.exists():
+            self._put(target, orjson.dumps({"version": 1, "root": str(root), "files": files,
+                                            "skipped": skipped}))
+        if fresh != cache:
+            self._put(cache_file, orjson.dumps(fresh))
+        return Manifest(tree_id, files, skipped)
+
+    # ---- freeing --------------------------------------------------------------------------
+
+    def gc(self, keep: Iterable[str], *, grace: float = 3600.0) -> tuple[int, int, int]:
+        """Delete every manifest not in `keep` and every blob no kept manifest names; returns
+        (trees freed, blobs freed, bytes freed). Anything written in the last `grace`
+        seconds is kept: a running session may not have recorded its newest snapshot yet.
+        The stat cache is dropped (the next snapshot re-reads what it needs)."""
+        kept = set(keep)
+        needed: set[str] = set()
+        freed_trees = freed_blobs = freed_bytes = 0
+        recent = time.time() - grace
+        for tree_id in self.tree_ids():
+            if tree_id in kept or (self.root / "trees" / f"{tree_id}.json").stat().st_mtime \
+                    > recent:
+                needed.update(e[4] for e in self.load(tree_id).files.values()
+                              if e[0] == "file")
+            else:
+                path = self.root / "trees" / f"{tree_id}.json"
+                freed_bytes += path.stat().st_size
+                path.unlink()
+                freed_trees += 1
+        blobs = self.root / "blobs"
+        for blob in blobs.glob("*/*") if blobs.is_dir() else ():
+            if blob.parent.name + blob.name not in needed and blob.stat().st_mtime <= recent:
+                freed_bytes += blob.stat().st_size
+                blob.unlink()
+                freed_blobs += 1
+        for cache in (self.root / "stat").glob("*.json"):
+            cache.unlink()
+        return freed_trees, freed_blobs, freed_bytes
+
+    def size(self) -> int:
+        """Bytes the store takes on disk."""
+        return sum(f.stat().st_size for f in self.root.rglob("*") if f.is_file()) \
+            if self.root.is_dir() else 0
+
+
+def _load_cache(path: Path) -> dict[str, list[Any]]:
+    try:
+        data = orjson.loads(path.read_bytes())
+    except (FileNotFoundError, orjson.JSONDecodeError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _walk(root: Path, skipped: dict[str, str]) -> Iterator[tuple[str, os.stat_result]]:
+    """(relative path, lstat) of every folder, file and link under `root` that git would not
+    ignore, sorted, never into `.git` nor through a link. Unreadable folders are listed in
+    `skipped`; sockets, pipes and devices too."""
+    exclude = root / ".git" / "info" / "exclude"
+    base = [(Path("."), _spec(exclude))] if exclude.is_file() else []
+    stack: list[tuple[Path, list[tuple[Path, pathspec.GitIgnoreSpec | None]]]] = [
+        (Path("."), base)]
+    while stack:
+        rel_dir, specs = stack.pop()
+        here = root / rel_dir
+        ignore_file = here / ".gitignore"
+        if ignore_file.is_file():
+            specs = [*specs, (rel_dir, _spec(ignore_file))]
+        try:
+            with os.scandir(here) as found:
+                items = sorted(found, key=lambda e: e.name)
+        except OSError as exc:
+            skipped[rel_dir.as_posix()] = f"folder could not be read ({exc.strerror})"
+            continue
+        below = []
+        for item in items:
+            if item.name == ".git":
+                continue
+            rel = rel_dir / item.name if rel_dir != Path(".") else Path(item.name)
+            info = item.stat(follow_symlinks=False)
+            is_dir = stat.S_ISDIR(info.st_mode)
+            if _ignored(rel, is_dir, specs):
+                continue
+            if not (is_dir or stat.S_ISREG(info.st_mode) or stat.S_ISLNK(info.st_mode)):
+                skipped[rel.as_posix()] = "not a file, folder or link (a pipe, socket, device)"
+                continue
+            yield rel.as_posix(), info
+            if is_dir:
+                below.append((rel, specs))
+        stack.extend(reversed(below))
+
+
+def _spec(path: Path) -> pathspec.GitIgnoreSpec | None:
+    try:
+        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return None
+    return pathspec.GitIgnoreSpec.from_lines(lines) if any(
+        line.strip() and not line.startswith("#") for line in lines) else None
+
+
+def _ignored(rel: Path, is_dir: bool,
+             specs: list[tuple[Path, pathspec.GitIgnoreSpec | None]]) -> bool:
+    """git's answer: the deepest .gitignore that has a say decides (a later `!` re-includes)."""
+    verdict = False
+    for base, spec in specs:
+        if spec is None:
+            continue
+        inner = rel.relative_to(base).as_posix() if base != Path(".") else rel.as_posix()
+        result = spec.check_file(inner + "/" if is_dir else inner)
+        if result.include is not None:
+            verdict = bool(result.include)
+    return verdict
