@@ -236,5 +236,5 @@ def _quit(c: Controller, args: list[str], width: int) -> Outcome:
 
 
 _HANDLERS = {"tree": _tree, "back": _back, "edit": _edit, "diff": _diff, "label": _label,
-             "name": _name, "fork": _fork, "sessions": _sessions, "resume": _resume, "model": _model,
-             "export": _export, "help": _help, "quit": _quit, "exit": _quit}
+             "name": _name, "fork": _fork, "sessions": _sessions, "resume": _resume,
+             "model": _model, "export": _export, "help": _help, "quit": _quit, "exit": _quit}
