@@ -33,20 +33,24 @@ class Terminal:
                                         close_fds=True)
         os.close(child)
         self.seen = b""
+        self.cursor = 0  # where in the (cleaned) output the last expect matched
 
     def expect(self, text: str, limit: float = 30.0) -> str:
-        needle = text.encode()
-        while needle not in ANSI.sub(b"", self.seen):
+        """Read until `text` appears after what earlier calls matched; returns what was shown
+        from there up to and including it (what follows it stays for the next call)."""
+        while True:
+            clean = ANSI.sub(b"", self.seen).decode(errors="replace")
+            at = clean.find(text, self.cursor)
+            if at >= 0:
+                break
             ready, _, _ = select.select([self.fd], [], [], limit)
-            assert ready, f"no {text!r} in {ANSI.sub(b'', self.seen)[-600:]!r}"
+            assert ready, f"no {text!r} in {clean[self.cursor:][-600:]!r}"
             try:
                 self.seen += os.read(self.fd, 65536)
             except OSError:
-                break
-        clean = ANSI.sub(b"", self.seen).decode(errors="replace")
-        assert text in clean, clean[-600:]
-        self.seen = b""
-        return clean
+                assert False, f"no {text!r} before the terminal closed: {clean[-600:]!r}"
+        shown, self.cursor = clean[self.cursor:at + len(text)], at + len(text)
+        return shown
 
     def type(self, keys: str) -> None:
         os.write(self.fd, keys.encode())
@@ -111,4 +115,55 @@ def test_resume_picks_a_session_from_a_numbered_list(tmp_path):
     term.type("/tree\r")
     assert "you: older session" in term.expect("◀ tip")
     term.type("/quit\r")
+    assert term.close() == 0
+
+
+def test_back_in_a_real_terminal_asks_about_the_files_and_restores_them_on_enter(tmp_path):
+    (tmp_path / "work").mkdir()
+    path = tmp_path / "replies.json"
+    path.write_text(json.dumps([
+        {"role": "assistant", "content": [{"type": "toolCall", "id": "c1", "name": "write",
+                                           "arguments": {"path": "NOTES.md",
+                                                         "content": "a note\n"}}],
+         "stop_reason": "toolUse"}, "wrote it", "and again"]))
+    term = Terminal(tmp_path, "--model", f"scripted:{path}")
+    term.expect("/help for commands")
+    term.type("take a note\r")
+    term.expect("wrote it")
+    term.type("/diff\r")
+    assert "+a note" in term.expect("+a note")
+    term.type("/tree\r")
+    term.expect("✎1")
+    term.type("/back e1\r")
+    term.expect("NOTES.md")
+    term.expect("Enter: restore the files and go back")
+    assert (tmp_path / "work" / "NOTES.md").exists()
+    term.type("\r")
+    term.expect("restored 1 file(s): NOTES.md")
+    assert not (tmp_path / "work" / "NOTES.md").exists()
+    term.type("/quit\r")
+    assert term.close() == 0
+
+
+def test_back_in_a_real_terminal_can_keep_the_files_or_cancel(tmp_path):
+    (tmp_path / "work").mkdir()
+    path = tmp_path / "replies.json"
+    path.write_text(json.dumps([
+        {"role": "assistant", "content": [{"type": "toolCall", "id": "c1", "name": "bash",
+                                           "arguments": {"command": "echo b > by-bash.txt"}}],
+         "stop_reason": "toolUse"}, "ran it"]))
+    term = Terminal(tmp_path, "--model", f"scripted:{path}")
+    term.expect("/help for commands")
+    term.type("run it\r")
+    term.expect("ran it")
+    term.type("/back e1\r")
+    term.expect("c: cancel")
+    term.type("c\r")
+    term.expect("cancelled: nothing was changed")
+    term.type("/edit e2\r")
+    term.expect("c: cancel")
+    term.type("k\r")
+    term.expect("kept as they are: by-bash.txt")
+    assert (tmp_path / "work" / "by-bash.txt").exists()
+    term.type("\x03/quit\r")  # Ctrl-C clears the message /edit put back in the input box
     assert term.close() == 0

@@ -30,10 +30,11 @@ import os
 import stat
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from glob import escape as glob_escape
 from pathlib import Path
 from typing import Any
 
-from mulligan.app.snapshots import Entry, Manifest, Store, Unsafe, changed_paths
+from mulligan.app.snapshots import TEMP_MARK, Entry, Manifest, Store, Unsafe, changed_paths
 
 __all__ = ["FILE_TOOLS", "Checkpoints", "Plan", "RestoreRefused", "expected_tree", "owners",
            "apply", "plan"]
@@ -205,9 +206,10 @@ def _create(store: Store, root: Path, rel: str, entry: Entry) -> None:
             target.mkdir(mode=mode)
         os.chmod(target, mode)
         return
-    temp = target.with_name(f".{target.name}.mulligan-restore-{os.getpid()}")
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(temp)
+    for stale in target.parent.glob(f".{glob_escape(target.name)}{TEMP_MARK}*"):
+        with contextlib.suppress(FileNotFoundError):  # left by a restore that was killed
+            stale.unlink()
+    temp = target.with_name(f".{target.name}{TEMP_MARK}{os.getpid()}")
     if kind == "link":
         os.symlink(value, temp)
     else:

@@ -33,7 +33,7 @@ import pathspec
 from mulligan.app.catalog import folder_slug
 from mulligan.home import open_private, private_dirs
 
-__all__ = ["Entry", "Manifest", "Store", "Unsafe", "changed_paths"]
+__all__ = ["TEMP_MARK", "Entry", "Manifest", "Store", "Unsafe", "changed_paths"]
 
 # A manifest entry: ("file", mode, size, mtime_ns, hash), ("link", 0, 0, 0, target) or
 # ("dir", mode, 0, 0, "").
@@ -41,6 +41,8 @@ Entry = tuple[str, int, int, int, str]
 MAX_FILE = 20 << 20  # bytes: a larger file is not kept (listed as not restorable)
 MAX_SNAPSHOT = 1 << 30  # bytes of new content one snapshot may add to the store
 _RACY = 2_000_000_000  # ns: a file changed this close to the cache's writing is read again
+# A restore writes ".<name>.mulligan-restore-<pid>" and renames it into place: never recorded.
+TEMP_MARK = ".mulligan-restore-"
 
 
 class Unsafe(ValueError):
@@ -249,7 +251,7 @@ def _walk(root: Path, skipped: dict[str, str]) -> Iterator[tuple[str, os.stat_re
             continue
         below = []
         for item in items:
-            if item.name == ".git":
+            if item.name == ".git" or TEMP_MARK in item.name:
                 continue
             rel = rel_dir / item.name if rel_dir != Path(".") else Path(item.name)
             info = item.stat(follow_symlinks=False)
