@@ -90,16 +90,20 @@ class Store:
     def has_blob(self, digest: str) -> bool:
         return self.blob_path(digest).exists()
 
-    def _put(self, target: Path, data: bytes) -> None:
-        """Write `data` to `target` whole or not at all (temp + fsync + rename), 0600."""
-        private_dirs(target.parent)
-        temp = target.with_name(f".{target.name}.{os.getpid()}.{time.monotonic_ns()}")
+    def _put(self, target: Path, data: bytes, *, durable: bool = True) -> None:
+        """Write `data` to `target` whole or not at all (temp + rename), 0600; `durable`
+        fsyncs it first (blobs are not: one sync covers them all before their manifest)."""
+        folder = target.parent
+        if not folder.is_dir():
+            private_dirs(folder)
+        temp = folder / f".{target.name}.{os.getpid()}.{time.monotonic_ns()}"
         fd = open_private(temp)
         try:
             with os.fdopen(fd, "wb") as out:
                 out.write(data)
-                out.flush()
-                os.fsync(out.fileno())
+                if durable:
+                    out.flush()
+                    os.fsync(out.fileno())
             os.replace(temp, target)
         except BaseException:
             with contextlib.suppress(FileNotFoundError):
@@ -132,56 +136,73 @@ class Store:
             raise Unsafe(f"{root} is {'/' if root == Path('/') else 'your home folder'}: "
                          "checkpoints are taken of a project folder only")
         cache_file = self.root / "stat" / f"{folder_slug(root)}.json"
-        cache = _load_cache(cache_file)
+        cached = _load_cache(cache_file)
+        cache: dict[str, list[Any]] = cached.get("files", {})
+        shape: dict[str, list[Any]] = cached.get("others", {})  # folders and links, as seen
         started = time.time_ns()
         forced = set(reread)
         files: dict[str, Entry] = {}
         skipped: dict[str, str] = {}
         fresh: dict[str, list[Any]] = {}
-        added = 0
-        for rel, info in _walk(root, skipped):
-            if stat.S_ISLNK(info.st_mode):
-                files[rel] = ("link", 0, 0, 0, os.readlink(root / rel))
+        added, wrote, dirty = 0, False, not cached.get("tree")
+        seen: dict[str, list[Any]] = {}
+        for rel, info in _walk(str(root), skipped):
+            mode = info.st_mode
+            if stat.S_ISLNK(mode) or stat.S_ISDIR(mode):
+                if stat.S_ISLNK(mode):
+                    files[rel] = ("link", 0, 0, 0, os.readlink(os.path.join(root, rel)))
+                else:
+                    files[rel] = ("dir", stat.S_IMODE(mode), 0, 0, "")
+                seen[rel] = [files[rel][0], files[rel][1], files[rel][4]]
+                dirty = dirty or shape.get(rel) != seen[rel]
                 continue
-            if stat.S_ISDIR(info.st_mode):
-                files[rel] = ("dir", stat.S_IMODE(info.st_mode), 0, 0, "")
-                continue
-            if info.st_size > self.max_file:
+            size = info.st_size
+            if size > self.max_file:
                 skipped[rel] = f"over the {self.max_file >> 20} MB limit for one file"
                 continue
-            key = [info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino]
+            key = [size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino]
             known = cache.get(rel)
-            if known is not None and known[:4] == key and rel not in forced \
-                    and self.has_blob(known[4]):
-                digest = known[4]
+            if known is not None and known[:4] == key and rel not in forced:
+                digest = known[4]  # unchanged since it was read: its blob is in the store
             else:
-                if added + info.st_size > self.max_snapshot:
+                dirty = True
+                if added + size > self.max_snapshot:
                     skipped[rel] = (f"the snapshot reached its {self.max_snapshot >> 20} MB "
                                     "limit")
                     continue
                 try:
-                    data = (root / rel).read_bytes()
+                    with open(os.path.join(root, rel), "rb") as handle:
+                        data = handle.read()
                 except OSError as exc:  # vanished, or unreadable: not restorable
                     skipped[rel] = f"could not be read ({exc.strerror})"
                     continue
                 digest = hashlib.blake2b(data, digest_size=20).hexdigest()
                 if not self.has_blob(digest):
-                    self._put(self.blob_path(digest), data)
+                    self._put(self.blob_path(digest), data, durable=False)
                     added += len(data)
-            files[rel] = ("file", stat.S_IMODE(info.st_mode), info.st_size,
-                          info.st_mtime_ns, digest)
+                    wrote = True
+            files[rel] = ("file", stat.S_IMODE(mode), size, info.st_mtime_ns, digest)
             # A file written within the clock's reach of now may change again unseen in the
             # same mtime: it is not cached, so the next snapshot reads it again.
             if started - info.st_mtime_ns > _RACY:
                 fresh[rel] = [*key, digest]
-        body = orjson.dumps({p: [e[0], e[1], e[4]] for p, e in sorted(files.items())})
-        tree_id = hashlib.blake2b(body, digest_size=20).hexdigest()
+            else:
+                dirty = True
+        dirty = dirty or len(fresh) != len(cache) or len(seen) != len(shape) or bool(skipped)
+        if not dirty:  # every path as it was when the cached tree was taken: the same tree
+            tree_id = str(cached["tree"])
+        else:  # the id depends on content only (kind, mode, hash) in the walk's fixed order
+            body = orjson.dumps([[p, e[0], e[1], e[4]] for p, e in files.items()])
+            tree_id = hashlib.blake2b(body, digest_size=20).hexdigest()
         target = self.root / "trees" / f"{tree_id}.json"
         if not target.exists():
+            if wrote:
+                os.sync()  # every new blob is on disk before a manifest can name it
             self._put(target, orjson.dumps({"version": 1, "root": str(root), "files": files,
                                             "skipped": skipped}))
-        if fresh != cache:
-            self._put(cache_file, orjson.dumps(fresh))
+        if dirty:
+            self._put(cache_file, orjson.dumps({"tree": tree_id, "files": fresh,
+                                                "others": seen}), durable=False)
         return Manifest(tree_id, files, skipped)
 
     # ---- freeing --------------------------------------------------------------------------
@@ -221,48 +242,55 @@ class Store:
             if self.root.is_dir() else 0
 
 
-def _load_cache(path: Path) -> dict[str, list[Any]]:
+def _load_cache(path: Path) -> dict[str, Any]:
+    """The stat cache: {"tree": the id of the tree it saw, "files": {path: [size, mtime,
+    ctime, inode, hash]}, "others": {path: [kind, mode, target]}}; {} if unreadable."""
     try:
         data = orjson.loads(path.read_bytes())
     except (FileNotFoundError, orjson.JSONDecodeError):
         return {}
-    return data if isinstance(data, dict) else {}
+    return data if isinstance(data, dict) and isinstance(data.get("files"), dict) else {}
 
 
-def _walk(root: Path, skipped: dict[str, str]) -> Iterator[tuple[str, os.stat_result]]:
+def _walk(root: str, skipped: dict[str, str]) -> Iterator[tuple[str, os.stat_result]]:
     """(relative path, lstat) of every folder, file and link under `root` that git would not
-    ignore, sorted, never into `.git` nor through a link. Unreadable folders are listed in
-    `skipped`; sockets, pipes and devices too."""
-    exclude = root / ".git" / "info" / "exclude"
-    base = [(Path("."), _spec(exclude))] if exclude.is_file() else []
-    stack: list[tuple[Path, list[tuple[Path, pathspec.GitIgnoreSpec | None]]]] = [
-        (Path("."), base)]
+    ignore, folder by folder in name order, never into `.git` nor through a link. Unreadable
+    folders are listed in `skipped`; sockets, pipes and devices too. Paths are plain strings:
+    this runs once per file on every snapshot."""
+    exclude = os.path.join(root, ".git", "info", "exclude")
+    base = [("", _spec(Path(exclude)))] if os.path.isfile(exclude) else []
+    stack: list[tuple[str, list[tuple[str, pathspec.GitIgnoreSpec | None]]]] = [("", base)]
+    isdir, isreg, islnk = stat.S_ISDIR, stat.S_ISREG, stat.S_ISLNK
     while stack:
         rel_dir, specs = stack.pop()
-        here = root / rel_dir
-        ignore_file = here / ".gitignore"
-        if ignore_file.is_file():
-            specs = [*specs, (rel_dir, _spec(ignore_file))]
+        here = os.path.join(root, rel_dir) if rel_dir else root
+        ignore_file = os.path.join(here, ".gitignore")
+        if os.path.isfile(ignore_file):
+            specs = [*specs, (rel_dir, _spec(Path(ignore_file)))]
+        specs = [(b, s) for b, s in specs if s is not None]
+        prefix = rel_dir + "/" if rel_dir else ""
         try:
             with os.scandir(here) as found:
                 items = sorted(found, key=lambda e: e.name)
         except OSError as exc:
-            skipped[rel_dir.as_posix()] = f"folder could not be read ({exc.strerror})"
+            skipped[rel_dir or "."] = f"folder could not be read ({exc.strerror})"
             continue
         below = []
         for item in items:
-            if item.name == ".git" or TEMP_MARK in item.name:
+            name = item.name
+            if name == ".git" or TEMP_MARK in name:
                 continue
-            rel = rel_dir / item.name if rel_dir != Path(".") else Path(item.name)
+            rel = prefix + name
             info = item.stat(follow_symlinks=False)
-            is_dir = stat.S_ISDIR(info.st_mode)
-            if _ignored(rel, is_dir, specs):
+            mode = info.st_mode
+            folder = isdir(mode)
+            if specs and _ignored(rel, folder, specs):
                 continue
-            if not (is_dir or stat.S_ISREG(info.st_mode) or stat.S_ISLNK(info.st_mode)):
-                skipped[rel.as_posix()] = "not a file, folder or link (a pipe, socket, device)"
+            if not (folder or isreg(mode) or islnk(mode)):
+                skipped[rel] = "not a file, folder or link (a pipe, socket, device)"
                 continue
-            yield rel.as_posix(), info
-            if is_dir:
+            yield rel, info
+            if folder:
                 below.append((rel, specs))
         stack.extend(reversed(below))
 
@@ -276,14 +304,14 @@ def _spec(path: Path) -> pathspec.GitIgnoreSpec | None:
         line.strip() and not line.startswith("#") for line in lines) else None
 
 
-def _ignored(rel: Path, is_dir: bool,
-             specs: list[tuple[Path, pathspec.GitIgnoreSpec | None]]) -> bool:
+def _ignored(rel: str, is_dir: bool,
+             specs: list[tuple[str, pathspec.GitIgnoreSpec | None]]) -> bool:
     """git's answer: the deepest .gitignore that has a say decides (a later `!` re-includes)."""
     verdict = False
     for base, spec in specs:
         if spec is None:
             continue
-        inner = rel.relative_to(base).as_posix() if base != Path(".") else rel.as_posix()
+        inner = rel[len(base) + 1:] if base else rel
         result = spec.check_file(inner + "/" if is_dir else inner)
         if result.include is not None:
             verdict = bool(result.include)

@@ -1,0 +1,191 @@
+"""Workspace checkpoint benchmark: snapshot costs against git on the same trees, the overhead
+on a turn, and how the store grows.
+
+    .venv/bin/python bench/checkpoint_bench.py [--files 10000] [--runs 5]
+
+Trees: a generated one of --files files (1-4 KB each, 100 folders) and a copy of this
+virtualenv's site-packages. For each, in one run, best of --runs:
+
+- unchanged: a snapshot with nothing changed (stat cache warm) vs `git status --porcelain`
+  on the same tree committed to a scratch repository (git's index is the floor for noticing
+  that nothing changed); target at most 1.5x, and under 100 ms at 10k files;
+- first: the first snapshot into an empty store vs `git add -A && git write-tree` into a
+  fresh scratch repository; target at most 1.5x;
+- a turn with one `write` and one `bash` on a small project (examples/demo-project) through
+  the Controller, with checkpoints and without: the overhead against the tools' own time +
+  20 ms; target under 10% of it;
+- store growth: 100 turns that each change one line of a 1 MB file: bytes the store grew by
+  against the changed blobs (100 x 1 MB) and against 100 copies of the tree.
+
+Exits 1 if a target is missed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import shutil
+import site
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from mulligan.app import Controller
+from mulligan.app.catalog import new_session_path
+from mulligan.app.checkpoints import Checkpoints
+from mulligan.app.snapshots import Store
+from mulligan.testing import ScriptedModel, call, reply, say
+from mulligan.tools import coding_tools
+
+GIT = ["git", "-c", "user.name=bench", "-c", "user.email=bench@localhost",
+       "-c", "core.fsmonitor=false", "-c", "gc.auto=0"]
+
+
+def best(action: Callable[[], object], runs: int, setup: Callable[[], object] | None = None
+         ) -> float:
+    times = []
+    for _ in range(runs):
+        if setup is not None:
+            setup()
+        started = time.perf_counter()
+        action()
+        times.append(time.perf_counter() - started)
+    return min(times)
+
+
+def generated(folder: Path, count: int) -> Path:
+    rng = random.Random(7)
+    for n in range(count):
+        sub = folder / f"pkg{n % 100:02}"
+        sub.mkdir(parents=True, exist_ok=True)
+        (sub / f"mod{n}.py").write_bytes(rng.randbytes(rng.randint(512, 2048)).hex().encode())
+    return folder
+
+
+def git(folder: Path, *args: str) -> None:
+    subprocess.run([*GIT, *args], cwd=folder, check=True, capture_output=True)
+
+
+def compare(name: str, tree: Path, runs: int, scratch: Path, missed: list[str]) -> None:
+    files = sum(len(f) for _, _, f in os.walk(tree))
+    repo = scratch / f"{name}-repo"
+    shutil.copytree(tree, repo, symlinks=True)
+    git(repo, "init", "-q")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "all")
+    status = best(lambda: git(repo, "status", "--porcelain"), runs)
+    home = scratch / f"{name}-home"
+    store = Store(home, max_snapshot=1 << 40, max_file=1 << 30)
+    store.snapshot(repo)  # warm: the stat cache is written
+    unchanged = best(lambda: store.snapshot(repo), runs)
+
+    def fresh_repo() -> None:
+        shutil.rmtree(repo / ".git")
+        git(repo, "init", "-q")
+
+    def fresh_store() -> None:
+        shutil.rmtree(home, ignore_errors=True)
+
+    # Interleaved, one of each per round: this disk slows down as files are created and
+    # deleted, and both sides must meet it alike.
+    adds, firsts = [], []
+    for _ in range(runs):
+        adds.append(best(lambda: (git(repo, "add", "-A"), git(repo, "write-tree")), 1,
+                         fresh_repo))
+        firsts.append(best(lambda: store.snapshot(repo), 1, fresh_store))
+    add, first = min(adds), min(firsts)
+    print(f"{name}: {files} files")
+    print(f"  unchanged snapshot {unchanged * 1000:8.1f} ms   git status      "
+          f"{status * 1000:8.1f} ms   {unchanged / status:5.2f}x (target <= 1.5x)")
+    print(f"  first snapshot     {first * 1000:8.1f} ms   git add+write-tree "
+          f"{add * 1000:5.1f} ms   {first / add:5.2f}x (target <= 1.5x)")
+    if unchanged / status > 1.5:
+        missed.append(f"{name}: unchanged snapshot {unchanged / status:.2f}x git status")
+    if first / add > 1.5:
+        missed.append(f"{name}: first snapshot {first / add:.2f}x git add + write-tree")
+    if name == "generated" and files >= 10_000 and unchanged > 0.1:
+        missed.append(f"unchanged snapshot at {files} files took {unchanged * 1000:.0f} ms")
+
+
+def turn(project: Path, scratch: Path, runs: int, missed: list[str]) -> None:
+    def one(checkpoints: bool) -> tuple[float, float]:
+        work = scratch / f"turn-{checkpoints}-{time.monotonic_ns()}"
+        shutil.copytree(project, work)
+        home = scratch / "turn-home"
+        model = ScriptedModel([reply(call("write", {"path": "new.txt", "content": "x\n"},
+                                          id="w")),
+                               reply(call("bash", {"command": "echo hi > out.txt"}, id="b")),
+                               say("done")])
+        c = Controller(model, coding_tools(work), work, home, new_session_path(home, work),
+                       checkpoints=Checkpoints(Store(home), work) if checkpoints else None)
+        tool_time = 0.0
+        started = time.perf_counter()
+        for event in c.run_prompt("go"):
+            if event["type"] == "tool_execution_start":
+                began = time.perf_counter()
+            elif event["type"] == "tool_execution_end":
+                tool_time += time.perf_counter() - began
+        total = time.perf_counter() - started
+        c.close()
+        return total, tool_time
+
+    plain = min(one(False) for _ in range(runs))
+    checked = min(one(True) for _ in range(runs))
+    overhead = checked[0] - plain[0]
+    budget = plain[1] + 0.020
+    print(f"turn (write + bash, {project.name}): {plain[0] * 1000:.1f} ms without checkpoints, "
+          f"{checked[0] * 1000:.1f} ms with; overhead {overhead * 1000:.1f} ms = "
+          f"{overhead / budget:.1%} of tool time + 20 ms (target < 10%)")
+    if overhead > 0.1 * budget:
+        missed.append(f"turn overhead {overhead / budget:.1%} of tool time + 20 ms")
+
+
+def growth(scratch: Path) -> None:
+    work = scratch / "growth"
+    generated(work, 200)
+    big = work / "big.txt"
+    lines = [f"line {n:07} " + "x" * 120 + "\n" for n in range(8000)]
+    big.write_text("".join(lines))
+    store = Store(scratch / "growth-home")
+    store.snapshot(work)
+    start = store.size()
+    tree_bytes = sum(f.stat().st_size for f in work.rglob("*") if f.is_file())
+    for n in range(100):
+        lines[n * 50] = f"edited {n}\n"
+        big.write_text("".join(lines))
+        store.snapshot(work, reread=["big.txt"])
+    grew = store.size() - start
+    changed = 100 * big.stat().st_size
+    print(f"store growth, 100 one-line edits of a {big.stat().st_size / 1e6:.1f} MB file in a "
+          f"{tree_bytes / 1e6:.1f} MB tree: {grew / 1e6:.1f} MB = {grew / changed:.2f}x the "
+          f"changed blobs, {grew / (100 * tree_bytes):.2f}x 100 copies of the tree")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--files", type=int, default=10_000)
+    parser.add_argument("--runs", type=int, default=5)
+    args = parser.parse_args()
+    scratch = Path(tempfile.mkdtemp(prefix="mulligan-checkpoint-bench-"))
+    missed: list[str] = []
+    try:
+        compare("generated", generated(scratch / "generated", args.files), args.runs, scratch,
+                missed)
+        packages = Path(next(p for p in site.getsitepackages() if p.endswith("site-packages")))
+        compare("site-packages", packages, args.runs, scratch, missed)
+        turn(Path(__file__).resolve().parents[1] / "examples" / "demo-project", scratch,
+             args.runs, missed)
+        growth(scratch)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    for line in missed:
+        print(f"MISSED: {line}")
+    return 1 if missed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
