@@ -231,3 +231,28 @@ def test_the_stat_cache_rereads_only_files_whose_stat_changed(tmp_path):
     (work / "f3.txt").write_text("changed\n")
     third = store.snapshot(work)
     assert third.files["f3.txt"][4] != first.files["f3.txt"][4]
+
+
+def test_sessions_back_files_exits_1_naming_the_file_and_changes_nothing(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    work, home = tmp_path / "work", tmp_path / "home"
+    work.mkdir()
+    script = tmp_path / "s.json"
+    script.write_text(json.dumps([write("a.txt", "agent\n"), "done"]))
+    env = {**os.environ, "MULLIGAN_HOME": str(home)}
+    run = [sys.executable, "-m", "mulligan"]
+    subprocess.run([*run, "-p", "go", "--model", f"scripted:{script}"], cwd=work, env=env,
+                   check=True, capture_output=True)
+    (file,) = (home / "sessions").glob("*/*.jsonl")
+    (work / "a.txt").write_text("mine\n")
+    recorded = file.read_bytes()
+    done = subprocess.run([*run, "sessions", "back", str(file), "e1", "--files"], cwd=work,
+                          env=env, capture_output=True, text=True)
+    assert done.returncode == 1 and "a.txt: changed outside the agent" in done.stderr
+    assert file.read_bytes() == recorded and (work / "a.txt").read_text() == "mine\n"
+    kept = subprocess.run([*run, "sessions", "back", str(file), "e1", "--files", "--keep-mine"],
+                          cwd=work, env=env, capture_output=True, text=True)
+    assert kept.returncode == 0 and "kept as they are: a.txt" in kept.stdout
