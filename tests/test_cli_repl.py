@@ -48,7 +48,8 @@ class Terminal:
             try:
                 self.seen += os.read(self.fd, 65536)
             except OSError:
-                assert False, f"no {text!r} before the terminal closed: {clean[-600:]!r}"
+                raise AssertionError(f"no {text!r} before the terminal closed: "
+                                     f"{clean[-600:]!r}") from None
         shown, self.cursor = clean[self.cursor:at + len(text)], at + len(text)
         return shown
 
