@@ -26,9 +26,10 @@ from typing import Any
 import orjson
 
 from mulligan.home import open_private
-from mulligan.messages import Message, shape_problem
-from mulligan.session.errors import BadEntry, DuplicateId, SessionError, TornLine, UnknownEntry
+from mulligan.messages import Message
+from mulligan.session.errors import DuplicateId, SessionError, TornLine, UnknownEntry
 from mulligan.session.tree import Entry, Index
+from mulligan.session.view import transcript
 
 # Keys every entry has; metadata passed by callers may not replace them.
 RESERVED = frozenset({"id", "type", "parent_id", "timestamp"})
@@ -112,30 +113,20 @@ class SessionLog:
             return self._index.path(leaf_id)
 
     def rows(self) -> list[tuple[str, Message]]:
-        """(entry id, message) for every message entry on the branch that ends at the tip,
-        oldest first. Other entries on the branch (branch, label, ...) are stepped over; the
-        whole walk is validated and every refusal names the entry."""
-        return [(entry["id"], entry["message"]) for entry in self._message_entries()]
-
-    def replay(self) -> list[Message]:
-        """The transcript on the branch the session is on: for Harness(messages=...)."""
-        # Not built from rows(): 100k fresh tuples would wake the cyclic GC for a full pass.
-        return [entry["message"] for entry in self._message_entries()]
-
-    def _message_entries(self) -> list[Entry]:
+        """(entry id, message) for every message on the branch that ends at the tip, oldest
+        first, by the format's rules (`mulligan.session.view`: a branch summary is a user
+        message, the latest compaction stands for what it summarised). Other entries
+        (branch, label, ...) are stepped over; the whole walk is validated and every
+        refusal names the entry."""
         with self._mutex:
             self._refresh()
             index = self._index
-            on_branch = map(index.entries.__getitem__, index.walk(index.tip()))
-            chosen = [entry for entry in on_branch if entry.get("type") == "message"]
-            for entry in chosen:
-                # A hand-edited message would otherwise fail later, as a KeyError in whatever
-                # reads it first; refuse it here, by entry, like any other damage.
-                problem = shape_problem(entry.get("message"))
-                if problem is not None:
-                    raise BadEntry(f"a message entry holding {problem}", file=self._name,
-                                   entry_id=entry["id"])
-            return chosen
+            branch = [index.entries[i] for i in index.walk(index.tip())]
+        return transcript(branch, file=self._name)
+
+    def replay(self) -> list[Message]:
+        """The transcript on the branch the session is on: for Harness(messages=...)."""
+        return [message for _, message in self.rows()]
 
     # ---- appending ---------------------------------------------------------------------------
 

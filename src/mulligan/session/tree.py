@@ -220,15 +220,21 @@ def _well_typed(entry: Entry) -> bool:
     parent = entry.get("parent_id")
     if parent is not None and type(parent) is not str:
         return False
-    return kind != "label" or type(entry.get("target_id")) is str
+    if kind == "label":
+        return type(entry.get("target_id")) is str
+    if kind in ("branch_summary", "compaction"):  # what the transcript is made of
+        return type(entry.get("summary")) is str and (
+            kind == "compaction" or type(entry.get("from_id")) is str)
+    return True
 
 
 def entry_problem(entry: Entry) -> str | None:
     """What makes `entry` (a dict with a string id) not an entry of the format, in words, or
     None: a type that is not a string, a parent_id that is neither a string nor null, a
     "message" on an entry whose type is not "message", a label whose target_id is not a
-    string. The one statement of these rules: the log, `check` and the fuzz oracle's subject
-    all refuse through it."""
+    string, a branch_summary or compaction whose summary (or a branch_summary whose
+    from_id) is not a string. The one statement of these rules: the log and `check` both
+    refuse through it."""
     if _well_typed(entry):
         return None
     kind = entry.get("type")
@@ -241,7 +247,11 @@ def entry_problem(entry: Entry) -> str | None:
     if kind != "message" and "message" in entry:
         return (f"carries a message but its type is {kind!r}, not 'message' (a message only "
                 "counts on a message entry: mend the type, or the message is not read)")
-    return f"a label whose target_id is {_what(entry, 'target_id')}, not an entry id"
+    if kind == "label":
+        return f"a label whose target_id is {_what(entry, 'target_id')}, not an entry id"
+    if type(entry.get("summary")) is not str:
+        return f"a {kind} entry whose summary is {_what(entry, 'summary')}, not a string"
+    return f"a branch_summary whose from_id is {_what(entry, 'from_id')}, not an entry id"
 
 
 def _what(entry: Entry, key: str) -> str:
