@@ -71,6 +71,7 @@ def build_controller(args: argparse.Namespace, err: TextIO, *,
         model=model, tools=tools, cwd=cwd, home=home, session_file=session_file,
         max_turns=args.max_turns, system_prompt_file=prompt_file, redact=secrets.redact,
         checkpoints=checkpoints_for(config, home, cwd) if session_file is not None else None,
+        summarize_on_back=config.get("summarize_on_back", "ask"),
         resolver=lambda name: resolve(name, base_url=args.base_url, home=home, err=err))
 
 

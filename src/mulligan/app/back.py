@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from mulligan.app.checkpoints import Checkpoints, Plan, apply, owners, plan
+from mulligan.app.summaries import Summary
 from mulligan.session import SessionLog
 
 __all__ = ["Back", "back_plan", "describe", "go_back"]
@@ -33,6 +34,7 @@ class Back:
     kept: list[str] = field(default_factory=list)
     not_restorable: list[tuple[str, str]] = field(default_factory=list)
     safety: str | None = None
+    summary: Summary | None = None
 
 
 def back_plan(log: SessionLog, checkpoints: Checkpoints | None, entry_id: str) -> Plan | None:
@@ -49,21 +51,30 @@ def back_plan(log: SessionLog, checkpoints: Checkpoints | None, entry_id: str) -
 
 
 def go_back(log: SessionLog, checkpoints: Checkpoints | None, entry_id: str, *,
-            files: str | None = None, keep_mine: bool = False,
-            overwrite: bool = False) -> Back:
+            files: str | None = None, keep_mine: bool = False, overwrite: bool = False,
+            summary: Summary | None = None) -> Back:
     """Go back to `entry_id` (see the module docstring). `files` "restore" puts the folder
     back (RestoreRefused on a conflict unless `keep_mine` or `overwrite`); "keep" leaves it
-    as it is and records that the files were kept."""
+    as it is and records that the files were kept. With `summary`, the going back is one
+    branch_summary entry instead of a plain branch line."""
+    old_tip = log.tip()
+
+    def branch() -> str:
+        if summary is None:
+            return log.branch_to(entry_id)
+        return log.branch_summary_to(entry_id, from_id=str(old_tip), summary=summary.text,
+                                     details={**summary.details, "fallback": summary.fallback})
+
     chosen = back_plan(log, checkpoints, entry_id) if files in ("restore", "keep") else None
     if chosen is None or checkpoints is None:
-        done = Back(log.branch_to(entry_id))
+        done = Back(branch(), summary=summary)
         if checkpoints is not None:
             checkpoints.follow(log.branch(log.tip()))
         return done
     if files == "keep":
         here = owners(log.branch(log.tip()))
         kept = sorted({*chosen.changes, *(p for p, _ in chosen.conflicts)})
-        branch_id = log.branch_to(entry_id)
+        branch_id = branch()
         after = chosen.current
         checkpoints.saw(after.id)
         meta: dict[str, Any] = {"workspace": {
@@ -72,19 +83,25 @@ def go_back(log: SessionLog, checkpoints: Checkpoints | None, entry_id: str, *,
             "outside": [p for p in kept if here.get(p) == "outside"]}}
         log.append_entry("workspace_restore", target_entry=entry_id, chose="keep", **meta)
         return Back(branch_id, kept=kept, not_restorable=chosen.not_restorable,
-                    safety=after.id)
+                    safety=after.id, summary=summary)
     restored = apply(checkpoints.store, checkpoints.root, chosen, keep_mine=keep_mine,
                      overwrite=overwrite)
-    branch_id = log.branch_to(entry_id)
+    branch_id = branch()
     log.append_entry("workspace_restore", target_entry=entry_id, chose="restore",
                      **checkpoints.restored(restored, chosen.target_owners))
     return Back(branch_id, restored=restored.restored, kept=restored.kept,
-                not_restorable=chosen.not_restorable, safety=restored.safety)
+                not_restorable=chosen.not_restorable, safety=restored.safety, summary=summary)
 
 
 def describe(done: Back, root: Path | None = None) -> list[str]:
     """What going back did, in lines for a person."""
-    lines = [f"went back: the session's tip is now {done.branch_id}, a branch line"]
+    kind = "a branch summary" if done.summary else "a branch line"
+    lines = [f"went back: the session's tip is now {done.branch_id}, {kind}"]
+    if done.summary:
+        made = "made from the entries (the model could not)" if done.summary.fallback else \
+            "written by the model"
+        lines.append(f"summary of the attempt left ({made}):")
+        lines += [f"  {line}" for line in done.summary.text.splitlines()]
     if done.restored:
         lines.append(f"restored {len(done.restored)} file(s): " + ", ".join(done.restored[:12])
                      + (" ..." if len(done.restored) > 12 else ""))

@@ -17,6 +17,7 @@ message is appended as it ends, by one listener (`persist_to`).
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,7 @@ from mulligan.app.diffs import snapshot_diff
 from mulligan.app.export import to_markdown, write_linear, write_new
 from mulligan.app.lease import Lease, acquire
 from mulligan.app.models import model_label, model_parts
+from mulligan.app.summaries import summarize as make_summary
 from mulligan.harness import Harness
 from mulligan.home import create_private
 from mulligan.messages import Message
@@ -67,8 +69,11 @@ class Controller:
         system_prompt_file: Path | None = None,
         resolver: Callable[[str], Model] | None = None,
         redact: Callable[[Message], Message] | None = None,
-        checkpoints: Checkpoints | None = None,
+        checkpoints: Checkpoints | None = None, summarize_on_back: str = "ask",
     ) -> None:
+        if summarize_on_back not in ("ask", "always", "never"):
+            raise ValueError(f"summarize_on_back = {summarize_on_back!r}: ask, always or never")
+        self.summarize_on_back = summarize_on_back
         self.cwd = Path(cwd).resolve()
         self._redact = redact
         self.checkpoints = checkpoints
@@ -78,6 +83,7 @@ class Controller:
         self._log: SessionLog | None = None
         self._lease: Lease | None = None
         self._pending_name: str | None = None
+        self._summary_abort: threading.Event | None = None
         self.harness = self._harness(model, tools, max_turns, [])
         if session_file is not None:
             self._open(Path(session_file))
@@ -203,7 +209,10 @@ class Controller:
         self.harness.follow_up(text)
 
     def abort(self) -> None:
+        """Abort the run going on, or the summary being written."""
         self.harness.abort()
+        if self._summary_abort is not None:
+            self._summary_abort.set()
 
     def take_queued(self) -> list[str]:
         """Empty the steering and follow-up queues and return their texts, steering first,
@@ -228,15 +237,28 @@ class Controller:
         return self.entries(), self.tip()
 
     def back(self, entry_id: str, *, files: str | None = None, keep_mine: bool = False,
-             overwrite: bool = False) -> Back:
+             overwrite: bool = False, summarize: bool = False,
+             on_event: Callable[[dict[str, Any]], None] | None = None) -> Back:
         """Go back to `entry_id` (any entry, on this branch or another): the next message
         follows it. Writes one branch line; `files` "restore" also puts the working folder
         back as it was there ("keep": leaves it, and says so in the session); see
-        `app.back.go_back`. The harness is rebuilt from the file."""
+        `app.back.go_back`. `summarize`: the current model summarises the attempt left
+        first (`app.summaries`; its events go to `on_event`), and the going back is a
+        branch_summary entry; `abort()` while it writes leaves a plain branch line. The
+        harness is rebuilt from the file."""
         self._idle("/back")
         log = self._need_file("/back")
+        log.entry(entry_id)  # UnknownEntry before any model call
+        summary = None
+        if summarize:
+            self._summary_abort = threading.Event()
+            try:
+                summary = make_summary(log, entry_id, self.model, restored=files == "restore",
+                                       abort=self._summary_abort, on_event=on_event)
+            finally:
+                self._summary_abort = None
         done = go_back(log, self.checkpoints, entry_id, files=files, keep_mine=keep_mine,
-                       overwrite=overwrite)
+                       overwrite=overwrite, summary=summary)
         self._rebuild(log.replay())
         return done
 
@@ -278,12 +300,14 @@ class Controller:
         return [(e["id"], str(e["message"].get("content", ""))) for e in reversed(found)]
 
     def edit(self, entry_id: str | None = None, *, files: str | None = None,
-             keep_mine: bool = False, overwrite: bool = False) -> str:
+             keep_mine: bool = False, overwrite: bool = False,
+             summarize: bool = False) -> str:
         """Go back to just before your message `entry_id` (see `edit_target`) and return its
-        text, to be edited and sent again; `files` as for `back`."""
+        text, to be edited and sent again; `files` and `summarize` as for `back`."""
         self._idle("/edit")
         parent, text = self.edit_target(entry_id)
-        self.back(parent, files=files, keep_mine=keep_mine, overwrite=overwrite)
+        self.back(parent, files=files, keep_mine=keep_mine, overwrite=overwrite,
+                  summarize=summarize)
         return text
 
     def diff(self, entry_id: str | None = None) -> list[str]:

@@ -7,10 +7,12 @@ logic lives in the Controller; this only maps words to its methods and its answe
 
 from __future__ import annotations
 
+import functools
 import shlex
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from mulligan.app import Controller, LeaseHeld, Refused, SessionSummary, model_label
 from mulligan.app.back import describe
@@ -20,8 +22,10 @@ from mulligan.session import SessionError, UnknownEntry
 
 COMMANDS: dict[str, tuple[str, str]] = {
     "tree": ("[all]", "the session as a tree; 'all' unfolds abandoned attempts"),
-    "back": ("[ID]", "go back to entry ID (the next message follows it); alone: pick a message"),
-    "edit": ("[ID]", "go back to just before your message ID (default: the last) and edit it"),
+    "back": ("[ID] [--summary]", "go back to entry ID (the next message follows it); alone: "
+                                 "pick a message; --summary: summarise the attempt left"),
+    "edit": ("[ID] [--summary]", "go back to just before your message ID (default: the last) "
+                                 "and edit it"),
     "diff": ("[ID]", "what the files went through: the last turn, or entry ID's call or turn"),
     "label": ("ID TEXT", "label an entry (empty TEXT removes the label)"),
     "name": ("TEXT", "name this session"),
@@ -79,7 +83,8 @@ def format_sessions(found: Sequence[SessionSummary], *, numbered: bool = False,
     return lines
 
 
-def run_command(controller: Controller, line: str, *, width: int = 80) -> Outcome:
+def run_command(controller: Controller, line: str, *, width: int = 80,
+                on_event: Callable[[dict[str, Any]], None] | None = None) -> Outcome:
     """Do the slash command `line`. A refusal or bad argument is an Outcome with `error` set and
     a line saying why; nothing here raises for those."""
     try:
@@ -92,6 +97,8 @@ def run_command(controller: Controller, line: str, *, width: int = 80) -> Outcom
     handler = _HANDLERS.get(name)
     if handler is None:
         return Outcome([f"unknown command /{name}; /help lists them"], error=True)
+    if name in _GOING_BACK:  # these may summarise: the REPL shows the summary's events
+        handler = functools.partial(_GOING_BACK[name], on_event=on_event)
     try:
         return handler(controller, args, width)
     except UnknownEntry as exc:  # a mistyped id: the session's path would only be noise
@@ -105,13 +112,18 @@ def _tree(c: Controller, args: list[str], width: int) -> Outcome:
     return Outcome(render_tree(entries, tip, fold=not (args and args[0] == "all"), width=width))
 
 
-def _back(c: Controller, args: list[str], width: int) -> Outcome:
+def _back(c: Controller, args: list[str], width: int,
+          on_event: Callable[[dict[str, Any]], None] | None = None) -> Outcome:
+    args, summarize = _summary_flag(args)
+    if len(args) > 1:
+        return Outcome(["usage: /back [ID] [--summary]"], error=True)
     if not args:
         choices = c.back_choices()
         if not choices:
             return Outcome(["/back: there is no message of yours on this branch"], error=True)
         return Outcome(pick="back", choices=choices)
-    return going_back(c, args[0], f"back at {args[0]}: your next message follows it")
+    return going_back(c, args[0], f"back at {args[0]}: your next message follows it",
+                      summarize=summarize, on_event=on_event)
 
 
 def back_before(c: Controller, entry_id: str) -> Outcome:
@@ -122,18 +134,32 @@ def back_before(c: Controller, entry_id: str) -> Outcome:
                                  "replaces it")
 
 
-def _edit(c: Controller, args: list[str], width: int) -> Outcome:
+def _edit(c: Controller, args: list[str], width: int,
+          on_event: Callable[[dict[str, Any]], None] | None = None) -> Outcome:
+    args, summarize = _summary_flag(args)
+    if len(args) > 1:
+        return Outcome(["usage: /edit [ID] [--summary]"], error=True)
     parent, text = c.edit_target(args[0] if args else None)
-    return going_back(c, parent, "edit and press Enter to send again", fill=text)
+    return going_back(c, parent, "edit and press Enter to send again", fill=text,
+                      summarize=summarize, on_event=on_event)
 
 
-def going_back(c: Controller, target: str, said: str, *, fill: str | None = None) -> Outcome:
+def _summary_flag(args: list[str]) -> tuple[list[str], bool]:
+    return [a for a in args if a != "--summary"], "--summary" in args
+
+
+def going_back(c: Controller, target: str, said: str, *, fill: str | None = None,
+               summarize: bool = False,
+               on_event: Callable[[dict[str, Any]], None] | None = None) -> Outcome:
     """Go back to `target`; when the part being left changed files, first ask what to do
-    with them (the REPL's "files" picker, then `finish_going_back`)."""
+    with them, and whether to summarise it (the REPL's "files" picker, then
+    `finish_going_back`). `summarize` (or summarize_on_back = "always") asks for a summary
+    of the attempt left."""
+    summarize = summarize or c.summarize_on_back == "always"
     plan = c.back_plan(target)
     if plan is None:
-        c.back(target)
-        return Outcome([said], fill=fill)
+        return _went_back(c, target, said, files=None, summarize=summarize, fill=fill,
+                          on_event=on_event)
     lines = [f"the part you are leaving changed {len(plan.changes) + len(plan.conflicts)} "
              "file(s) in the working folder:"]
     lines += [f"  {path}" for path in plan.changes[:15]]
@@ -143,16 +169,36 @@ def going_back(c: Controller, target: str, said: str, *, fill: str | None = None
     lines += [f"  not restorable: {path} ({why})" for path, why in plan.not_restorable[:5]]
     lines.append("  (changes outside the folder, and what a background process did after its "
                  "command returned, are not tracked)")
-    return Outcome(lines, pick="files", choices=[(target, said)], fill=fill)
+    flag = "s" if summarize else ""
+    return Outcome(lines, pick="files", choices=[(target, said), ("", flag)], fill=fill)
 
 
-def finish_going_back(c: Controller, target: str, said: str, answer: str) -> Outcome:
+def files_question(c: Controller) -> str:
+    """The question the "files" picker asks."""
+    offer = " · s: with a summary of the attempt" if c.summarize_on_back != "never" else ""
+    return (f"Enter: restore the files and go back · k: go back, keep the files as they are"
+            f"{offer} · c: cancel  ")
+
+
+def finish_going_back(c: Controller, target: str, said: str, answer: str,
+                      on_event: Callable[[dict[str, Any]], None] | None = None) -> Outcome:
     """The "files" picker's answer: "" (Enter) restores the files and goes back, keeping any
-    the user changed; "k" goes back and keeps the files as they are; anything else cancels."""
-    if answer not in ("", "k"):
+    the user changed; "k" goes back and keeps the files as they are; "s" (with either) also
+    summarises the attempt left; anything else cancels."""
+    letters = set(answer.replace(" ", ""))
+    if not letters <= {"k", "s"} or ("s" in letters and c.summarize_on_back == "never"):
         return Outcome(["cancelled: nothing was changed"])
-    done = c.back(target, files="restore" if answer == "" else "keep", keep_mine=True)
-    return Outcome([said, *describe(done)[1:]])
+    return _went_back(c, target, said, files="keep" if "k" in letters else "restore",
+                      summarize="s" in letters, on_event=on_event)
+
+
+def _went_back(c: Controller, target: str, said: str, *, files: str | None, summarize: bool,
+               fill: str | None = None,
+               on_event: Callable[[dict[str, Any]], None] | None = None) -> Outcome:
+    done = c.back(target, files=files, keep_mine=True, summarize=summarize, on_event=on_event)
+    if summarize and done.summary is None:
+        said += " (the summary was aborted: a plain branch line instead)"
+    return Outcome([said, *describe(done)[1:]], fill=fill)
 
 
 def _diff(c: Controller, args: list[str], width: int) -> Outcome:
@@ -235,6 +281,7 @@ def _quit(c: Controller, args: list[str], width: int) -> Outcome:
     return Outcome(quit=True)
 
 
+_GOING_BACK = {"back": _back, "edit": _edit}
 _HANDLERS = {"tree": _tree, "back": _back, "edit": _edit, "diff": _diff, "label": _label,
              "name": _name, "fork": _fork, "sessions": _sessions, "resume": _resume,
              "model": _model, "export": _export, "help": _help, "quit": _quit, "exit": _quit}

@@ -37,6 +37,7 @@ from mulligan.frontends.commands import (
     Outcome,
     back_before,
     count,
+    files_question,
     finish_going_back,
     format_sessions,
     resume_to,
@@ -297,7 +298,10 @@ class Repl:
     async def _command(self, line: str) -> bool:
         """Do one slash command; False means quit."""
         width = self.width or self.console.width
-        outcome = run_command(self.controller, line, width=width)
+        # Off the event loop: /back and /edit may wait for the model to write a summary.
+        outcome = await self._while_summarising(
+            lambda: run_command(self.controller, line, width=width,
+                                on_event=self._summary_event))
         while outcome.pick is not None:  # a picker's choice may open another (files)
             outcome = await self._pick(outcome)
         for shown in outcome.lines:
@@ -306,6 +310,23 @@ class Repl:
         if outcome.fill is not None:
             self._fill = outcome.fill
         return not outcome.quit
+
+    async def _while_summarising(self, action: Callable[[], Outcome]) -> Outcome:
+        """Do `action` (which may call the model for a summary) off the event loop, with
+        Ctrl-C (SIGINT: no prompt is reading keys meanwhile) aborting the summary."""
+        loop = asyncio.get_running_loop()
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(signal.SIGINT, self.controller.abort)
+        try:
+            return await asyncio.to_thread(_safely, action, 0)
+        finally:
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.remove_signal_handler(signal.SIGINT)
+
+    def _summary_event(self, event: dict[str, Any]) -> None:
+        if event.get("type") == "branch_summary_start":
+            self._print(f"summarising the attempt {event.get('from_id')} leaves… (Ctrl-C "
+                        "aborts: a plain branch line instead)", "dim")
 
     async def _pick(self, outcome: Outcome) -> Outcome:
         """A numbered picker for /back (your earlier messages) and /resume (sessions)."""
@@ -320,16 +341,16 @@ class Repl:
         picker: PromptSession[str] = PromptSession(input=self.session.input,
                                                    output=self.session.output)
         if outcome.pick == "files":
-            question = ("Enter: restore the files and go back · k: go back, keep the files "
-                        "as they are · c: cancel  ")
             try:
-                answer = (await picker.prompt_async(question)).strip().lower()
+                answer = (await picker.prompt_async(files_question(self.controller))).strip()
             except (KeyboardInterrupt, EOFError):
                 answer = "c"
-            target, said = outcome.choices[0]
-            finished = _safely(lambda: finish_going_back(self.controller, target, said, answer),
-                               0)
-            if finished.error or answer not in ("", "k"):
+            (target, said), (_, flag) = outcome.choices
+            answer = answer.lower() + (flag if answer.lower() in ("", "k") else "")
+            finished = await self._while_summarising(
+                lambda: finish_going_back(self.controller, target, said, answer,
+                                          on_event=self._summary_event))
+            if finished.error or finished.lines[:1] == ["cancelled: nothing was changed"]:
                 outcome.fill = None
             finished.fill = outcome.fill
             return finished

@@ -32,7 +32,8 @@ KEY_VARIABLES = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
 URL_VARIABLES = {"anthropic": "ANTHROPIC_BASE_URL", "openai": "OPENAI_BASE_URL"}
 # The file's top level: the default model and two tables ([local] is checked by the local
 # provider, when a local model is resolved).
-_TOP_LEVEL = ("model", "providers", "local", "tools", "checkpoints")
+_TOP_LEVEL = ("model", "providers", "local", "tools", "checkpoints", "summarize_on_back",
+              "permission_mode")
 # [tools]: what the coding tools may see and do (read by the coding session, mulligan.app).
 _TOOLS = ("hide_env", "bash_timeout", "bash_timeout_max")
 _SETTINGS: dict[str, dict[str, type | tuple[type, ...]]] = {
@@ -75,6 +76,10 @@ def load_config(home: Path) -> dict[str, Any]:
     local = config.get("local", {})
     if not isinstance(local, dict):
         raise ConfigError(f"{path}: [local] must be a table")
+    for key, allowed in (("summarize_on_back", ("ask", "always", "never")),
+                         ("permission_mode", ("ask", "edits", "auto"))):
+        if key in config and config[key] not in allowed:
+            raise ConfigError(f"{path}: {key} = {config[key]!r}: one of {', '.join(allowed)}")
     checkpoints = config.get("checkpoints", {})
     known: dict[str, type | tuple[type, ...]] = {"enabled": bool, "max_file_mb": (int, float),
                                                  "max_snapshot_mb": (int, float)}

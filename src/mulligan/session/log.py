@@ -18,7 +18,7 @@ from __future__ import annotations
 import fcntl
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
@@ -142,6 +142,17 @@ class SessionLog:
         naming it, raised before anything is written (also when there is no file)."""
         return self._append("branch", {}, parent=entry_id)
 
+    def branch_summary_to(self, entry_id: str, *, from_id: str, summary: str,
+                          details: Mapping[str, Any] | None = None) -> str:
+        """Go back to `entry_id` with a summary of the attempt left: append one
+        `branch_summary` entry whose parent is it (in place of a plain branch line), naming
+        the old tip `from_id`. It replays as one user message holding `summary`. Unknown
+        id: UnknownEntry naming it, nothing written."""
+        fields: dict[str, Any] = {"from_id": from_id, "summary": summary}
+        if details is not None:
+            fields["details"] = dict(details)
+        return self._append("branch_summary", fields, parent=entry_id)
+
     def append_label(self, target_id: str, label: str) -> str:
         """Append a label naming `target_id`; UnknownEntry, nothing written, if it is absent."""
         return self._append("label", {"target_id": target_id, "label": label}, needs=target_id)
@@ -158,8 +169,9 @@ class SessionLog:
         """Append an entry of any other type (session_info, model_change, compaction, ...);
         it hangs on the tree at the tip and rows() steps over it. "message" and "branch"
         have their own methods, which keep their rules."""
-        if type in ("message", "branch"):
-            raise ValueError(f"use append_message/branch_to for a {type!r} entry")
+        if type in ("message", "branch", "branch_summary"):
+            raise ValueError(f"use append_message, branch_to or branch_summary_to for a "
+                             f"{type!r} entry")
         if "message" in fields:  # a reader would refuse the line: a message only on a message
             raise ValueError(f"a {type!r} entry cannot carry a message")
         _check_meta(fields)
