@@ -168,3 +168,34 @@ def test_back_in_a_real_terminal_can_keep_the_files_or_cancel(tmp_path):
     assert (tmp_path / "work" / "by-bash.txt").exists()
     term.type("\x03/quit\r")  # Ctrl-C clears the message /edit put back in the input box
     assert term.close() == 0
+
+
+def test_back_with_a_summary_in_a_real_terminal(tmp_path):
+    (tmp_path / "work").mkdir()
+    path = tmp_path / "replies.json"
+    path.write_text(json.dumps([
+        {"role": "assistant", "content": [{"type": "toolCall", "id": "c1", "name": "bash",
+                                           "arguments": {"command": "echo b > by-bash.txt"}}],
+         "stop_reason": "toolUse"}, "ran it",
+        "Goal: make a file. Tried: bash. Left: nothing.", "second answer",
+        "Summary two."]))
+    term = Terminal(tmp_path, "--model", f"scripted:{path}")
+    term.expect("/help for commands")
+    term.type("run it\r")
+    term.expect("ran it")
+    term.type("/back e1\r")
+    term.expect("s: with a summary of the attempt")
+    term.type("s\r")
+    term.expect("summarising the attempt")
+    term.expect("summary of the attempt left (written by the model)")
+    term.expect("Goal: make a file.")
+    assert not (tmp_path / "work" / "by-bash.txt").exists()
+    term.type("again\r")
+    term.expect("second answer")
+    term.type("/back e1 --summary\r")  # nothing changed on disk: no question, a summary
+    term.expect("Summary two.")
+    term.type("/quit\r")
+    assert term.close() == 0
+    (file,) = (tmp_path / "home" / "sessions").glob("*/*.jsonl")
+    kinds = [e["type"] for e in SessionLog(file).entries()]
+    assert kinds.count("branch_summary") == 2

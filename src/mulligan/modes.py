@@ -282,14 +282,34 @@ def sessions_back(args: argparse.Namespace, out: TextIO) -> int:
                 raise UsageError(f"{file}: the session's working folder {folder} is not "
                                  "here; --files cannot restore it")
             checkpoints = checkpoints_for(load_config(home), home, folder)
+        log.entry(args.id)  # UnknownEntry before any model call
+        summary = summarize_for_back(args, log, home) if args.summarize else None
         done = go_back(log, checkpoints, args.id, files="restore" if args.files else None,
-                       keep_mine=args.keep_mine, overwrite=args.overwrite)
+                       keep_mine=args.keep_mine, overwrite=args.overwrite, summary=summary)
     for line in describe(done):
         print(line, file=out)
     if args.files and not (done.restored or done.kept):
         print("no file to put back: the folder already is as it was at "
               f"{args.id} (or the session has no file checkpoints)", file=out)
     return 0
+
+
+def summarize_for_back(args: argparse.Namespace, log: Any, home: Path) -> Any:
+    """The summary `sessions back --summarize` writes; None if Ctrl-C aborted it (then the
+    going back is a plain branch line)."""
+    import threading
+
+    from mulligan.app.summaries import summarize
+
+    model = resolve(args.back_model, base_url=None, home=home, err=sys.stderr)
+    abort = threading.Event()
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: abort.set())
+    try:
+        print("summarising the attempt left... (Ctrl-C: a plain branch line instead)",
+              file=sys.stderr)
+        return summarize(log, args.id, model, restored=bool(args.files), abort=abort)
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def sessions_files(args: argparse.Namespace, out: TextIO) -> int:

@@ -56,6 +56,11 @@ def to_markdown(
         elif kind == "model_change":
             changed = _inline(f"{entry.get('provider')}/{entry.get('model')}")
             out += [f"> model changed to {changed}", ""]
+        elif kind in ("branch_summary", "compaction"):
+            what = ("Summary of the attempt left" if kind == "branch_summary" else
+                    "Compaction: summary of the earlier conversation")
+            out += [f"## {what} ({_inline(entry['id'])}){label}", "",
+                    *_fenced(str(entry.get("summary", ""))), ""]
         elif kind == "message":
             message = message_of(entry)
             out += (_message_markdown(_inline(entry["id"]), message, label)
@@ -152,6 +157,15 @@ def write_linear(
         elif kind == "model_change":
             renamed[entry["id"]] = log.append_model_change(entry.get("provider"),
                                                            entry.get("model"))
+        elif kind == "branch_summary":  # part of the transcript: kept, in place
+            renamed[entry["id"]] = log.branch_summary_to(
+                str(log.tip()), from_id=str(entry.get("from_id")),
+                summary=str(entry.get("summary")), details=entry.get("details"))
+        elif kind == "compaction" and entry.get("first_kept_entry_id") in renamed:
+            renamed[entry["id"]] = log.append_entry(
+                "compaction", summary=entry.get("summary"),
+                first_kept_entry_id=renamed[entry["first_kept_entry_id"]],
+                tokens_before=entry.get("tokens_before"))
         elif kind == "workspace_restore":  # the folder's expected state moves with it
             renamed[entry["id"]] = log.append_entry(
                 "workspace_restore", **{k: v for k, v in entry.items()
@@ -190,6 +204,11 @@ def to_text(entries: Sequence[Mapping[str, Any]], leaf_id: str | None) -> str:
     message, headed by its id and who spoke; tool calls as ``→ name {arguments}``."""
     out = []
     for entry in branch_entries(entries, leaf_id):
+        if entry.get("type") in ("branch_summary", "compaction"):
+            what = "summary of the attempt left" if entry["type"] == "branch_summary" else \
+                "compaction: summary of what came before"
+            out.append(f"[{entry['id']}] {what}\n{entry.get('summary', '')}")
+            continue
         if entry.get("type") != "message":
             continue
         message = message_of(entry)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from mulligan.brief import cut, message_line
+from mulligan.brief import cut, flat, message_line
 from mulligan.session.branches import (
     children_of,
     labels_of,
@@ -36,6 +36,15 @@ def describe(entry: Mapping[str, Any]) -> str:
         return message_line(message)
     if kind == "branch":
         return f"↩ back to {entry.get('parent_id')}"
+    if kind == "branch_summary":
+        return f"↩ back to {entry.get('parent_id')}, summary: {flat(entry.get('summary', ''))}"
+    if kind == "compaction":
+        return f"⊟ compacted: {flat(entry.get('summary', ''))}"
+    if kind == "workspace_restore":
+        found = entry.get("workspace")
+        meta: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
+        restored, kept = len(meta.get("restored") or []), len(meta.get("kept") or [])
+        return f"files: {restored} restored, {kept} kept"
     if kind == "session_info":
         bits = [f"{k} {entry[k]}" for k in ("name", "model", "cwd", "origin_file") if entry.get(k)]
         return "session: " + ", ".join(bits)
