@@ -127,7 +127,7 @@ def test_back_in_a_real_terminal_asks_about_the_files_and_restores_them_on_enter
                                            "arguments": {"path": "NOTES.md",
                                                          "content": "a note\n"}}],
          "stop_reason": "toolUse"}, "wrote it", "and again"]))
-    term = Terminal(tmp_path, "--model", f"scripted:{path}")
+    term = Terminal(tmp_path, "--model", f"scripted:{path}", "--permission-mode", "auto")
     term.expect("/help for commands")
     term.type("take a note\r")
     term.expect("wrote it")
@@ -153,7 +153,7 @@ def test_back_in_a_real_terminal_can_keep_the_files_or_cancel(tmp_path):
         {"role": "assistant", "content": [{"type": "toolCall", "id": "c1", "name": "bash",
                                            "arguments": {"command": "echo b > by-bash.txt"}}],
          "stop_reason": "toolUse"}, "ran it"]))
-    term = Terminal(tmp_path, "--model", f"scripted:{path}")
+    term = Terminal(tmp_path, "--model", f"scripted:{path}", "--permission-mode", "auto")
     term.expect("/help for commands")
     term.type("run it\r")
     term.expect("ran it")
@@ -179,7 +179,7 @@ def test_back_with_a_summary_in_a_real_terminal(tmp_path):
          "stop_reason": "toolUse"}, "ran it",
         "Goal: make a file. Tried: bash. Left: nothing.", "second answer",
         "Summary two."]))
-    term = Terminal(tmp_path, "--model", f"scripted:{path}")
+    term = Terminal(tmp_path, "--model", f"scripted:{path}", "--permission-mode", "auto")
     term.expect("/help for commands")
     term.type("run it\r")
     term.expect("ran it")

@@ -74,7 +74,8 @@ def test_a_signal_in_print_mode_kills_the_command_records_it_and_exits(tmp_path,
 def test_sighup_in_the_repl_kills_the_command_records_it_and_exits(tmp_path):
     env, model = setup(tmp_path)
     main, child = pty.openpty()
-    process = subprocess.Popen([PYTHON, "-m", "mulligan", "--model", model],
+    process = subprocess.Popen([PYTHON, "-m", "mulligan", "--model", model,
+                                "--permission-mode", "auto"],
                                cwd=tmp_path / "work", env=env, stdin=child, stdout=child,
                                stderr=child, close_fds=True)
     os.close(child)

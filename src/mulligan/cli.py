@@ -53,6 +53,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--system-prompt-file", metavar="FILE",
                         help="use FILE instead of the built-in base system prompt (the working "
                              "folder and AGENTS.md are still added)")
+    parser.add_argument("--permission-mode", choices=("ask", "edits", "auto"),
+                        help="ask: ask before every bash command and file change (the REPL's "
+                             "default); edits: file changes go through, bash asks; auto: "
+                             "nothing asks (the default for -p, where nobody is there to ask; "
+                             "under ask or edits, -p refuses what would ask)")
+    parser.add_argument("--sandbox", action="store_true",
+                        help="run bash under bubblewrap: only the working folder and a private "
+                             "/tmp writable, no network")
+    parser.add_argument("--sandbox-network", action="store_true",
+                        help="with --sandbox: let bash reach the network")
     which = parser.add_mutually_exclusive_group()
     which.add_argument("-c", "--continue", dest="continue_", action="store_true",
                        help="continue the newest session of this folder")

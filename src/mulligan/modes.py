@@ -47,17 +47,30 @@ def choose_session(args: argparse.Namespace, home: Path, cwd: Path) -> Path | No
                                pick=pick_session if args.resume else None)
 
 
-def build_controller(args: argparse.Namespace, err: TextIO, *,
-                     defer: bool = False) -> Controller:
+def build_controller(args: argparse.Namespace, err: TextIO, *, defer: bool = False,
+                     interactive: bool = False) -> Controller:
     """Resolve the model, the tools and the session for a run (REPL or -p). `defer`: load a
-    hosted model's SDK in the background (the REPL)."""
+    hosted model's SDK in the background (the REPL). `interactive`: someone is there to be
+    asked (the REPL sets the asker); the default permission mode is then "ask", else
+    "auto"."""
+    from mulligan.app.permissions import Permissions
     from mulligan.app.secrets import Secrets
     from mulligan.providers.config import load_config
-    from mulligan.tools import coding_tools
+    from mulligan.tools import Sandbox, coding_tools, sandbox_problem
 
     home = home_of()
     cwd = working_folder(args)
     config = load_config(home)
+    if args.sandbox_network and not args.sandbox:
+        raise UsageError("--sandbox-network goes with --sandbox")
+    sandbox = None
+    if args.sandbox:
+        problem = sandbox_problem(args.sandbox_network)
+        if problem is not None:
+            raise UsageError(problem)
+        sandbox = Sandbox(network=args.sandbox_network)
+    mode = args.permission_mode or (config.get("permission_mode", "ask") if interactive
+                                    else "auto")
     model = resolve(args.model, base_url=args.base_url, home=home, err=err, defer=defer)
     session_file = choose_session(args, home, cwd)
     prompt_file = Path(args.system_prompt_file).expanduser() if args.system_prompt_file \
@@ -66,12 +79,14 @@ def build_controller(args: argparse.Namespace, err: TextIO, *,
     settings = config.get("tools", {})
     tools = coding_tools(cwd, bash_timeout=settings.get("bash_timeout", 120.0),
                          bash_timeout_max=settings.get("bash_timeout_max", 1800.0),
-                         hide_env=secrets.hidden)
+                         hide_env=secrets.hidden, sandbox=sandbox)
+    permissions = Permissions(mode, cwd)
+    tools = permissions.guard(tools)
     return Controller(
         model=model, tools=tools, cwd=cwd, home=home, session_file=session_file,
         max_turns=args.max_turns, system_prompt_file=prompt_file, redact=secrets.redact,
         checkpoints=checkpoints_for(config, home, cwd) if session_file is not None else None,
-        summarize_on_back=config.get("summarize_on_back", "ask"),
+        summarize_on_back=config.get("summarize_on_back", "ask"), permissions=permissions,
         resolver=lambda name: resolve(name, base_url=args.base_url, home=home, err=err))
 
 
@@ -141,7 +156,7 @@ def run_interactive(args: argparse.Namespace, err: TextIO) -> int:
     if not sys.stdin.isatty():
         raise UsageError("stdin is not a terminal: use -p TASK for one run "
                          "(-p - reads the task from stdin)")
-    controller = build_controller(args, err, defer=True)
+    controller = build_controller(args, err, defer=True, interactive=True)
     load = getattr(controller.model, "load", None)
     if callable(load):
         load()  # a local model's "loading model" line, before the prompt can draw over it

@@ -29,6 +29,7 @@ from mulligan.app.diffs import snapshot_diff
 from mulligan.app.export import to_markdown, write_linear, write_new
 from mulligan.app.lease import Lease, acquire
 from mulligan.app.models import model_label, model_parts
+from mulligan.app.permissions import MODES, Permissions
 from mulligan.app.summaries import summarize as make_summary
 from mulligan.harness import Harness
 from mulligan.home import create_private
@@ -61,6 +62,8 @@ class Controller:
     name into a model for `set_model`. `redact` is applied to every message before it is
     recorded (`Secrets.redact`: known keys never reach the file). `checkpoints` records the
     working folder around every file-changing tool call, so going back can restore it.
+    `permissions` is the mode the (already guarded) tools ask by; `set_permission_mode`
+    switches it.
     """
 
     def __init__(
@@ -70,7 +73,9 @@ class Controller:
         resolver: Callable[[str], Model] | None = None,
         redact: Callable[[Message], Message] | None = None,
         checkpoints: Checkpoints | None = None, summarize_on_back: str = "ask",
+        permissions: Permissions | None = None,
     ) -> None:
+        self.permissions = permissions
         if summarize_on_back not in ("ask", "always", "never"):
             raise ValueError(f"summarize_on_back = {summarize_on_back!r}: ask, always or never")
         self.summarize_on_back = summarize_on_back
@@ -404,6 +409,15 @@ class Controller:
         if self._log is not None and self.started:
             self._log.append_model_change(*model_parts(model))
         return model_label(model)
+
+    def set_permission_mode(self, mode: str) -> str:
+        """Switch the permission mode for the next tool calls; returns its description."""
+        if self.permissions is None:
+            raise Refused("/permissions: this session's tools do not ask")
+        if mode not in MODES:
+            raise Refused(f"/permissions: no mode {mode!r}; one of {', '.join(MODES)}")
+        self.permissions.mode = mode
+        return self.permissions.describe()
 
     def sessions(self, *, every_folder: bool = False) -> list[SessionSummary]:
         return list_sessions(self.home, None if every_folder else self.cwd)

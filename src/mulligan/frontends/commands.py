@@ -34,6 +34,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "resume": ("[N|FILE]", "switch to another session (alone: pick one)"),
     "model": ("[NAME]", "show or change the model (recorded in the session)"),
     "export": ("[md|jsonl] [FILE]", "write the current branch as Markdown or a new session"),
+    "permissions": ("[ask|edits|auto]", "show or switch the permission mode"),
     "help": ("", "this list"),
     "quit": ("", "leave (Ctrl-D, or Ctrl-C twice, also quit)"),
 }
@@ -273,8 +274,21 @@ def _export(c: Controller, args: list[str], width: int) -> Outcome:
     return Outcome([f"wrote {target}"])
 
 
+def _permissions(c: Controller, args: list[str], width: int) -> Outcome:
+    if len(args) > 1:
+        return Outcome(["usage: /permissions [ask|edits|auto]"], error=True)
+    if not args:
+        shown = c.permissions.describe() if c.permissions is not None else \
+            "this session's tools do not ask"
+        return Outcome([shown])
+    return Outcome([c.set_permission_mode(args[0])])
+
+
 def _help(c: Controller, args: list[str], width: int) -> Outcome:
-    return Outcome(help_lines())
+    lines = help_lines()
+    if c.permissions is not None:
+        lines.insert(0, c.permissions.describe())
+    return Outcome(lines)
 
 
 def _quit(c: Controller, args: list[str], width: int) -> Outcome:
@@ -284,4 +298,5 @@ def _quit(c: Controller, args: list[str], width: int) -> Outcome:
 _GOING_BACK = {"back": _back, "edit": _edit}
 _HANDLERS = {"tree": _tree, "back": _back, "edit": _edit, "diff": _diff, "label": _label,
              "name": _name, "fork": _fork, "sessions": _sessions, "resume": _resume,
-             "model": _model, "export": _export, "help": _help, "quit": _quit, "exit": _quit}
+             "model": _model, "export": _export, "permissions": _permissions, "help": _help,
+             "quit": _quit, "exit": _quit}

@@ -32,6 +32,7 @@ from rich.console import Console
 
 from mulligan import __version__
 from mulligan.app import Controller, LeaseHeld, Refused, SessionSummary, model_label
+from mulligan.app.permissions import Answer, Question
 from mulligan.frontends.commands import (
     COMMANDS,
     Outcome,
@@ -99,6 +100,9 @@ class Repl:
             input=input, output=output, prompt_continuation=lambda w, n, s: ". ".rjust(w),
         )
         self.session.default_buffer.on_text_changed += self._typed
+        self._question: _Pending | None = None  # a permission question waiting for an answer
+        if controller.permissions is not None:
+            controller.permissions.asker = self.ask_permission
 
     def _typed(self, _buffer: Any) -> None:
         self._ctrl_c = False  # "Ctrl-C twice" means twice in a row
@@ -166,7 +170,44 @@ class Repl:
             return self._idle.wait_for(lambda: self.idle_count > after, timeout)
 
     def _message(self) -> str:
+        pending = self._question
+        if pending is not None:
+            return (f"allow {pending.question.tool}? y: yes · a: always, this session · "
+                    "n [reason]: no › ")
         return "… " if self.controller.is_running else "› "
+
+    def ask_permission(self, question: Question, abort: threading.Event | None) -> Answer:
+        """From the worker thread, while a tool call waits: show the command or the diff and
+        wait for the answer typed at the prompt (an abort, Ctrl-C, answers no)."""
+        pending = _Pending(question)
+        self._print(f"{question.tool} wants to run:", "bold yellow")
+        for line in question.preview:
+            self._print(f"  {line}", _diff_style(line) or "dim")
+        self._question = pending
+        self._redraw_soon()
+        try:
+            while not pending.done.wait(0.05):
+                if abort is not None and abort.is_set():
+                    break
+        finally:
+            self._question = None
+            self._redraw_soon()
+        return pending.answer or Answer("no", "the run was aborted")
+
+    def _answer(self, text: str) -> bool:
+        """`text` as the answer to the question on screen; False if it is not one (then it
+        is steering, as any other line during a run)."""
+        pending = self._question
+        if pending is None:
+            return False
+        word, _, reason = text.strip().partition(" ")
+        choice = {"y": "yes", "yes": "yes", "a": "always", "always": "always", "n": "no",
+                  "no": "no"}.get(word.lower())
+        if choice is None:
+            return False
+        pending.answer = Answer(choice, reason.strip())
+        pending.done.set()
+        return True
 
     def run(self) -> int:
         """Read and act until the user quits. Returns the exit status: 0, or 128 + the
@@ -239,6 +280,8 @@ class Repl:
                     return 0
                 if not self.controller.is_running:
                     self._mark_idle()
+            elif self._answer(stripped):
+                continue
             elif self.controller.is_running:
                 self._queue(stripped)
             else:
@@ -367,6 +410,15 @@ class Repl:
         return _safely(lambda: resume_to(self.controller, chosen), width)
 
 
+class _Pending:
+    """A permission question on screen, and its answer once typed."""
+
+    def __init__(self, question: Question) -> None:
+        self.question = question
+        self.done = threading.Event()
+        self.answer: Answer | None = None
+
+
 def _diff_style(line: str) -> str | None:
     if line.startswith(("+++", "---")):
         return "bold"
@@ -391,9 +443,12 @@ def banner(controller: Controller) -> list[str]:
         where = f"{controller.session_file} ({count(len(controller.harness.messages), 'message')})"
     else:
         where = "new (written at the first message)"
-    return [f"mulligan {__version__} · model {model_label(controller.model)} · {controller.cwd}",
-            f"session: {where}",
-            "/help for commands · Enter sends · Alt-Enter new line · Ctrl-D quits"]
+    lines = [f"mulligan {__version__} · model {model_label(controller.model)} · "
+             f"{controller.cwd}", f"session: {where}"]
+    if controller.permissions is not None:
+        lines.append(controller.permissions.describe() + " (/permissions to change)")
+    lines.append("/help for commands · Enter sends · Alt-Enter new line · Ctrl-D quits")
+    return lines
 
 
 def pick_session(found: list[SessionSummary]) -> Path | None:

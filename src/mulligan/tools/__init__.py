@@ -13,12 +13,14 @@ from collections.abc import Collection
 from mulligan.tools.base import Tool, ToolError, ToolSpec, check_arguments, run_tool, tool_specs
 from mulligan.tools.budget import MAX_BYTES, MAX_LINES, Truncation, truncate_head, truncate_tail
 from mulligan.tools.files import edit_tool, read_tool, write_tool
+from mulligan.tools.sandbox import Sandbox, sandbox_problem
 from mulligan.tools.search import find_tool, grep_tool, ls_tool
 from mulligan.tools.shell import CommandTimedOut, bash_tool
 from mulligan.tools.workspace import OutsideWorkspace, Workspace
 
 __all__ = [
-    "MAX_BYTES", "MAX_LINES", "CommandTimedOut", "OutsideWorkspace", "Tool", "ToolError",
+    "MAX_BYTES", "MAX_LINES", "CommandTimedOut", "OutsideWorkspace", "Sandbox", "Tool",
+    "ToolError", "sandbox_problem",
     "ToolSpec", "Truncation", "Workspace", "bash_tool", "check_arguments", "coding_tools",
     "edit_tool", "find_tool", "grep_tool", "ls_tool", "read_tool", "run_tool", "tool_specs",
     "truncate_head", "truncate_tail", "write_tool",
@@ -26,12 +28,15 @@ __all__ = [
 
 
 def coding_tools(root: str | os.PathLike[str] | Workspace, *, bash_timeout: float = 120.0,
-                 bash_timeout_max: float = 1800.0, hide_env: Collection[str] = ()) -> list[Tool]:
+                 bash_timeout_max: float = 1800.0, hide_env: Collection[str] = (),
+                 sandbox: Sandbox | None = None) -> list[Tool]:
     """read, write, edit, bash, ls, grep and find, all confined to the folder `root` (which must
     exist: NotADirectoryError names it otherwise) through one shared `Workspace`.
     `bash_timeout` is bash's default timeout in seconds; the model may ask for another per
-    call, up to `bash_timeout_max`. bash's commands run without the variables in `hide_env`."""
+    call, up to `bash_timeout_max`. bash's commands run without the variables in `hide_env`,
+    and under bubblewrap with `sandbox`."""
     ws = Workspace.of(root)
-    bash = bash_tool(ws, timeout=bash_timeout, max_timeout=bash_timeout_max, hide_env=hide_env)
+    bash = bash_tool(ws, timeout=bash_timeout, max_timeout=bash_timeout_max, hide_env=hide_env,
+                     sandbox=sandbox)
     return [read_tool(ws), write_tool(ws), edit_tool(ws), bash, ls_tool(ws), grep_tool(ws),
             find_tool(ws)]

@@ -25,6 +25,7 @@ from typing import Any, Literal
 
 from mulligan.tools.base import Tool, ToolError
 from mulligan.tools.budget import MAX_BYTES, MAX_LINES, cut_utf8_tail, truncate_tail
+from mulligan.tools.sandbox import Sandbox
 from mulligan.tools.workspace import Root, Workspace
 
 __all__ = ["CommandRun", "CommandTimedOut", "bash_tool", "run_command"]
@@ -89,17 +90,19 @@ class _Tail:
 def run_command(
     command: str, cwd: str | os.PathLike[str], *, timeout: float,
     abort: threading.Event | None = None, keep: int = 2 * MAX_BYTES,
-    env: Mapping[str, str] | None = None,
+    env: Mapping[str, str] | None = None, sandbox: Sandbox | None = None,
 ) -> CommandRun:
     """Run `command` with `bash -c` in `cwd` and wait until it ends, times out, or `abort` is
     set; on the last two the whole process group is killed, and so is every process that
     left the group (setsid) but still carries the command's marker in its environment.
-    `env` is the child's environment (default: this process's). Never leaves a child of its
-    own running past a timeout or an abort, except one that cleared its own environment."""
+    `env` is the child's environment (default: this process's); `sandbox` runs it under
+    bubblewrap. Never leaves a child of its own running past a timeout or an abort, except
+    one that cleared its own environment."""
     marker = f"{_MARKER}={uuid.uuid4().hex}"
     name, _, value = marker.partition("=")
+    argv = sandbox.argv(cwd, command) if sandbox is not None else ["bash", "-c", command]
     proc = subprocess.Popen(
-        ["bash", "-c", command], cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+        argv, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT, start_new_session=True,
         env={**(os.environ if env is None else env), name: value})
     assert proc.stdout is not None
@@ -163,12 +166,13 @@ def _wait(
 def bash_tool(
     root: Root, *, timeout: float = 120.0, max_timeout: float = 1800.0,
     max_lines: int = MAX_LINES, max_bytes: int = MAX_BYTES, hide_env: Collection[str] = (),
+    sandbox: Sandbox | None = None,
 ) -> Tool:
     """The `bash` tool over the workspace `root`. `timeout` is the default limit in seconds; the
     model may ask for another per call, up to `max_timeout` (a larger one, infinity included,
     is held to it; NaN is the default). The command runs without the variables named in
-    `hide_env` (the app hides the provider keys there). Interruptible: an abort event kills
-    the command."""
+    `hide_env` (the app hides the provider keys there); with `sandbox`, under bubblewrap
+    (`tools.sandbox`). Interruptible: an abort event kills the command."""
     ws = Workspace.of(root)
     hidden = frozenset(hide_env)
 
@@ -185,7 +189,7 @@ def bash_tool(
             seconds = max_timeout
         env = {k: v for k, v in os.environ.items() if k not in hidden}
         run = run_command(arguments["command"], ws.root, timeout=seconds, abort=abort,
-                          keep=2 * max_bytes, env=env)
+                          keep=2 * max_bytes, env=env, sandbox=sandbox)
         kept = truncate_tail(run.output, max_lines, max_bytes)
         text = kept.text
         if kept.shown == 0 and run.output:  # the last line alone is over the budget

@@ -1,0 +1,139 @@
+"""Permission modes: the agent asks before it acts.
+
+- "ask": before every bash command and every file change (`write`, `edit`), the frontend is
+  shown the command, or the diff of the change, and answers yes, yes and don't ask again for
+  this tool in this session, or no with an optional reason.
+- "edits": file changes go through (the file tools only ever act inside the working folder);
+  bash asks.
+- "auto": nothing asks.
+
+Read-only tools (`read`, `ls`, `grep`, `find`) never ask. With nobody to ask (no terminal:
+`-p` under "ask" or "edits") a call that would ask is refused. A refusal -- "no", nobody to
+ask, or an abort while the question is on screen -- is the call's recorded toolResult
+(is_error true, with the reason), so the model reads it and carries on: `guard` wraps each
+tool's execute, and the refusal is a ToolError that `run_tool` turns into the result.
+"""
+
+from __future__ import annotations
+
+import difflib
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from mulligan.tools import Tool, ToolError
+from mulligan.tools.workspace import Workspace
+
+__all__ = ["MODES", "Answer", "Permissions", "Question"]
+
+MODES = ("ask", "edits", "auto")
+EDITS = frozenset({"write", "edit"})
+ASKING = EDITS | {"bash"}
+PREVIEW_LINES = 60
+
+
+@dataclass
+class Question:
+    """What the frontend is asked: may `tool` run with `arguments`? `preview` is the command,
+    or the diff the change would make, as lines."""
+
+    tool: str
+    arguments: Mapping[str, Any]
+    preview: list[str]
+
+
+@dataclass
+class Answer:
+    """"yes", "always" (this tool, for the rest of the session) or "no", with a reason."""
+
+    choice: str
+    reason: str = ""
+
+
+Asker = Callable[[Question, threading.Event | None], Answer]
+
+
+class Permissions:
+    """The session's permission mode and what the user has allowed for good. `asker` is the
+    frontend's question (None: nobody to ask). `mode` may be changed between runs
+    (/permissions)."""
+
+    def __init__(self, mode: str, root: Path, asker: Asker | None = None) -> None:
+        if mode not in MODES:
+            raise ValueError(f"permission mode {mode!r}: one of {', '.join(MODES)}")
+        self.mode, self.asker = mode, asker
+        self.workspace = Workspace(root)
+        self.always: set[str] = set()
+
+    def describe(self) -> str:
+        what = {"ask": "asks before every bash command and file change",
+                "edits": "file changes in the working folder go through; bash asks",
+                "auto": "nothing asks"}[self.mode]
+        allowed = f"; allowed for this session: {', '.join(sorted(self.always))}" \
+            if self.always else ""
+        return f"permission mode {self.mode}: {what}{allowed}"
+
+    def needs_asking(self, tool: str) -> bool:
+        if tool not in ASKING or self.mode == "auto" or tool in self.always:
+            return False
+        return not (self.mode == "edits" and tool in EDITS)
+
+    def guard(self, tools: Sequence[Tool]) -> list[Tool]:
+        """`tools` with bash, write and edit asking first (as the mode says, at call time)."""
+        return [self._guarded(tool) if tool["name"] in ASKING else tool for tool in tools]
+
+    def _guarded(self, tool: Tool) -> Tool:
+        execute = tool["execute"]
+        interruptible = bool(tool.get("interruptible"))
+
+        def guarded(arguments: dict[str, Any], abort: threading.Event | None = None) -> str:
+            self.check(tool["name"], arguments, abort)
+            return execute(arguments, abort=abort) if interruptible else execute(arguments)
+
+        return {**tool, "execute": guarded, "interruptible": True}
+
+    def check(self, tool: str, arguments: Mapping[str, Any],
+              abort: threading.Event | None) -> None:
+        """Return if the call may run; raise ToolError (the recorded refusal) if not."""
+        if not self.needs_asking(tool):
+            return
+        if self.asker is None:
+            raise ToolError(f"Refused: permission mode {self.mode} asks before {tool}, and "
+                            "there is nobody to ask (no terminal). Run with "
+                            "--permission-mode auto to let it through, or do without it.")
+        answer = self.asker(Question(tool, arguments, self.preview(tool, arguments)), abort)
+        if abort is not None and abort.is_set():
+            raise ToolError(f"Refused: the run was aborted while the user was asked about "
+                            f"this {tool} call; it did not run.")
+        if answer.choice == "always":
+            self.always.add(tool)
+        elif answer.choice != "yes":
+            why = f" Their reason: {answer.reason}" if answer.reason else ""
+            raise ToolError(f"The user refused this {tool} call; it did not run.{why} Do not "
+                            "run it again as it is: ask, or try another way.")
+
+    def preview(self, tool: str, arguments: Mapping[str, Any]) -> list[str]:
+        """The command, or the diff the change would make (capped)."""
+        if tool == "bash":
+            return [f"$ {line}" for line in str(arguments.get("command", "")).splitlines()]
+        path = str(arguments.get("path", ""))
+        try:
+            file = self.workspace.resolve(path)
+            old = file.read_text(encoding="utf-8") if file.is_file() else None
+        except (ToolError, OSError, UnicodeDecodeError):
+            old = None
+        if tool == "write":
+            new = str(arguments.get("content", ""))
+        elif old is not None and str(arguments.get("old_text", "")) in old:
+            new = old.replace(str(arguments["old_text"]), str(arguments.get("new_text", "")), 1)
+        else:
+            old = str(arguments.get("old_text", ""))
+            new = str(arguments.get("new_text", ""))
+        lines = [line.rstrip("\n") for line in difflib.unified_diff(
+            (old or "").splitlines(keepends=True), new.splitlines(keepends=True),
+            fromfile=f"a/{path}" if old is not None else "/dev/null", tofile=f"b/{path}")]
+        if len(lines) > PREVIEW_LINES:
+            lines = [*lines[:PREVIEW_LINES], f"... {len(lines) - PREVIEW_LINES} more lines"]
+        return lines or [f"(no change to {path})"]
