@@ -13,7 +13,7 @@ from collections import deque
 from collections.abc import Callable, Generator, Iterable, Sequence
 from typing import cast
 
-from mulligan.loop import run_agent
+from mulligan.loop import Compactor, run_agent
 from mulligan.messages import Message
 from mulligan.tools import Tool
 from mulligan.wire import Event, Model
@@ -51,7 +51,8 @@ class Harness:
     - ``model``, ``system``, ``tools``, ``max_turns`` (and ``set_model(model)``): replaceable
       between runs; replacing one while a run is going on raises RuntimeError.
     - ``redact`` (keyword, optional): applied to every message before it is recorded (see
-      `run_agent`); ``redact`` property reads it back.
+      `run_agent`); ``redact`` property reads it back. ``compact`` (keyword, optional): the
+      compaction hook `run_agent` runs before model calls and after a context overflow.
 
     Closing early: when the consumer closes the run (or drops it) before its end, the Harness
     sets the abort and drives the run to its end itself. The consumer hears nothing more, but
@@ -71,8 +72,10 @@ class Harness:
     def __init__(
         self, model: Model, system: str, tools: Iterable[Tool], messages: Iterable[Message] = (),
         max_turns: int | None = None, *, redact: Callable[[Message], Message] | None = None,
+        compact: Compactor | None = None,
     ) -> None:
         self._redact = redact
+        self._compact = compact
         self._model = model
         self._system = system
         self._tools: list[Tool] = list(tools)
@@ -206,7 +209,7 @@ class Harness:
                          max_turns=self._max_turns,
                          get_steering=lambda: _take_one(self._steering),
                          get_follow_ups=lambda: _take_one(self._follow_ups), abort=abort,
-                         redact=self._redact)
+                         redact=self._redact, compact=self._compact)
         fallen: set[object] = set()  # the subscriptions that raised during this run
         failure: Exception | None = None
         started = finished = False

@@ -27,6 +27,7 @@ record before its message_end is yielded.
 from __future__ import annotations
 
 import json
+import re
 import threading
 from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from typing import Any, cast
@@ -51,10 +52,21 @@ from mulligan.messages import (
 from mulligan.tools import Tool, run_tool, tool_specs
 from mulligan.wire import Done, Event, MessageEnd, Model, StreamDelta, ToolSpec
 
-__all__ = ["ABORTED", "INTERRUPTED", "Event", "context_for_model", "repair_tool_history",
-           "run_agent"]
+__all__ = ["ABORTED", "INTERRUPTED", "Compactor", "Event", "context_for_model", "is_overflow",
+           "repair_tool_history", "run_agent"]
 # What get_steering / get_follow_ups return: texts (or ready user messages), often none.
 GetUserMessages = Callable[[], Iterable[str | UserMessage]]
+# compact(record, overflow): may shorten the record in place; yields events; True if it did.
+Compactor = Callable[[list[Message], bool], Generator[Event, None, bool]]
+# How providers word a request over the context window (Anthropic, OpenAI and compatible
+# servers, the embedded model).
+_OVERFLOW = re.compile(r"context (length|window)|prompt is too long|too many tokens|"
+                       r"maximum context|context_length_exceeded", re.IGNORECASE)
+
+
+def is_overflow(reply: AssistantMessage) -> bool:
+    """True for a failed reply that says the request was over the model's context window."""
+    return is_failed(reply) and bool(_OVERFLOW.search(reply.get("error_message", "")))
 
 INTERRUPTED = ("Interrupted: this tool call was never answered. It may not have run, or may "
                "have run in part; check before repeating it.")
@@ -72,6 +84,7 @@ def run_agent(
     get_follow_ups: GetUserMessages | None = None,
     abort: threading.Event | None = None,
     redact: Callable[[Message], Message] | None = None,
+    compact: Compactor | None = None,
 ) -> Generator[Event, None, None]:
     """Put `prompt` to `model` and keep going until it stops asking for tools. A generator of
     events (plain dicts with a "type"); `messages` is the record, a list this appends to.
@@ -110,6 +123,13 @@ def run_agent(
     uses it to keep known secrets out of the record); what it returns is what is recorded
     and announced.
 
+    `compact(messages, overflow)`, when given, is a generator run before every model call
+    (overflow False) and once after a reply that failed because the context overflowed
+    (overflow True). It may replace the record's contents, in place, with a shorter
+    transcript (the app appends a compaction entry and puts the file's transcript there) and
+    yields its own events (compaction_start / compaction_end); it returns True when it
+    compacted. After an overflow it compacted, the model is called again, once.
+
     Never raised: a model's exception (it becomes an error message) or a tool's (run_tool makes
     it a result). Raised: whatever `get_steering` / `get_follow_ups` raise.
 
@@ -141,6 +161,7 @@ def run_agent(
         yield {"type": "agent_start"}
         pending = [user_message(prompt), *_ask(get_steering)]
         calls_made = 0
+        retried = False  # the one retry after a context overflow has been used
         while True:
             yield {"type": "turn_start"}
             for message in pending:
@@ -152,6 +173,8 @@ def run_agent(
                 reply = error_message(f"Stopped: max_turns={max_turns} reached; the model was "
                                       f"called {calls_made} times in this run.")
             else:
+                if compact is not None:
+                    yield from compact(messages, False)
                 calls_made += 1
                 reply = yield from _reply(model, system, context_for_model(messages), specs,
                                           abort)
@@ -183,6 +206,12 @@ def run_agent(
                        "tool_name": call["name"], "result": result,
                        "is_error": result["is_error"]}
             yield {"type": "turn_end", "message": reply, "tool_results": results}
+            if failed and compact is not None and not retried and not aborted() \
+                    and is_overflow(reply):
+                retried = True
+                if (yield from compact(messages, True)):
+                    pending = []  # the next turn asks the model again, on the shorter context
+                    continue
             if failed:
                 break
             if aborted():

@@ -53,6 +53,7 @@ def build_controller(args: argparse.Namespace, err: TextIO, *, defer: bool = Fal
     hosted model's SDK in the background (the REPL). `interactive`: someone is there to be
     asked (the REPL sets the asker); the default permission mode is then "ask", else
     "auto"."""
+    from mulligan.app.compaction import Settings as CompactionSettings
     from mulligan.app.permissions import Permissions
     from mulligan.app.secrets import Secrets
     from mulligan.providers.config import load_config
@@ -87,6 +88,10 @@ def build_controller(args: argparse.Namespace, err: TextIO, *, defer: bool = Fal
         max_turns=args.max_turns, system_prompt_file=prompt_file, redact=secrets.redact,
         checkpoints=checkpoints_for(config, home, cwd) if session_file is not None else None,
         summarize_on_back=config.get("summarize_on_back", "ask"), permissions=permissions,
+        compaction=CompactionSettings.of(config),
+        compaction_model=resolve(config["compaction"]["model"], base_url=None, home=home,
+                                 defer=defer) if config.get("compaction", {}).get("model")
+        else None,
         resolver=lambda name: resolve(name, base_url=args.base_url, home=home, err=err))
 
 

@@ -127,5 +127,25 @@ class ToolExecutionEnd(TypedDict):
     is_error: bool
 
 
+class CompactionStart(TypedDict):
+    """Compaction began: `reason` "threshold" (the context neared the window), "overflow"
+    (the provider refused it as too long) or "manual" (/compact)."""
+
+    type: Literal["compaction_start"]
+    reason: str
+    tokens_before: int
+
+
+class CompactionEnd(TypedDict):
+    """Compaction ended: the compaction entry is already in the session (mutate, then
+    announce). `summary` is empty and `error` says why when nothing was compacted."""
+
+    type: Literal["compaction_end"]
+    summary: str
+    tokens_before: int
+    tokens_after: int
+    error: str
+
+
 Event = (AgentStart | AgentEnd | TurnStart | TurnEnd | MessageStart | MessageUpdate
-         | MessageEnd | ToolExecutionStart | ToolExecutionEnd)
+         | MessageEnd | ToolExecutionStart | ToolExecutionEnd | CompactionStart | CompactionEnd)

@@ -25,6 +25,8 @@ from typing import Any
 from mulligan.app.back import Back, back_plan, go_back
 from mulligan.app.catalog import SessionSummary, list_sessions, new_session_path
 from mulligan.app.checkpoints import Checkpoints, Plan, expected_tree, workspace_of
+from mulligan.app.compaction import Compaction
+from mulligan.app.compaction import Settings as CompactionSettings
 from mulligan.app.diffs import snapshot_diff
 from mulligan.app.export import to_markdown, write_linear, write_new
 from mulligan.app.lease import Lease, acquire
@@ -74,8 +76,11 @@ class Controller:
         redact: Callable[[Message], Message] | None = None,
         checkpoints: Checkpoints | None = None, summarize_on_back: str = "ask",
         permissions: Permissions | None = None,
+        compaction: CompactionSettings | None = None, compaction_model: Model | None = None,
     ) -> None:
         self.permissions = permissions
+        self._compaction = compaction or CompactionSettings()
+        self._compaction_model = compaction_model
         if summarize_on_back not in ("ask", "always", "never"):
             raise ValueError(f"summarize_on_back = {summarize_on_back!r}: ask, always or never")
         self.summarize_on_back = summarize_on_back
@@ -169,8 +174,13 @@ class Controller:
     def _harness(self, model: Model, tools: list[Tool] | tuple[Tool, ...],
                  max_turns: int | None, messages: list[Message]) -> Harness:
         system = system_prompt(model, self.cwd, base_file=self._prompt_file)
+        compact = None
+        if self._log is not None:
+            compaction = Compaction(self._log, self._compaction, lambda: self.harness.model,
+                                    lambda: self.harness.system, model=self._compaction_model)
+            compact = compaction.hook
         harness = Harness(model, system, tools, messages=messages, max_turns=max_turns,
-                          redact=self._redact)
+                          redact=self._redact, compact=compact)
         if self._log is not None:
             if self.checkpoints is not None:
                 harness.subscribe(self.checkpoints.listener)
@@ -409,6 +419,29 @@ class Controller:
         if self._log is not None and self.started:
             self._log.append_model_change(*model_parts(model))
         return model_label(model)
+
+    def compact(self, instructions: str = "",
+                on_event: Callable[[Event], None] | None = None) -> bool:
+        """Compact the session now (/compact): one compaction entry, the harness rebuilt from
+        the file. Its events go to `on_event`; `abort()` meanwhile leaves the model out (the
+        summary is then made from the entries). False when there is nothing to compact."""
+        self._idle("/compact")
+        log = self._need_file("/compact")
+        compaction = Compaction(log, self._compaction, lambda: self.harness.model,
+                                lambda: self.harness.system, model=self._compaction_model)
+        self._summary_abort = compaction.abort = threading.Event()
+        run = compaction.run("manual", instructions=instructions)
+        try:
+            while True:
+                event = next(run)
+                if on_event is not None:
+                    on_event(event)
+        except StopIteration as stop:
+            done = bool(stop.value)
+        finally:
+            self._summary_abort = None
+        self._rebuild(log.replay())
+        return done
 
     def set_permission_mode(self, mode: str) -> str:
         """Switch the permission mode for the next tool calls; returns its description."""

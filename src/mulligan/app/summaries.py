@@ -21,7 +21,7 @@ import re
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from mulligan.app.checkpoints import workspace_of
 from mulligan.brief import arguments_text
@@ -30,7 +30,8 @@ from mulligan.session import SessionLog
 from mulligan.session.branches import message_of
 from mulligan.wire import Model
 
-__all__ = ["SYSTEM", "Summary", "abandoned", "context_window", "details_of", "summarize"]
+__all__ = ["SYSTEM", "Summary", "abandoned", "ask_model", "context_window", "details_of",
+           "summarize"]
 
 SYSTEM = """You summarise an attempt at a coding task that the user abandoned: they went back to an
 earlier point of the conversation to try another way. A new attempt starts from that point and
@@ -46,6 +47,7 @@ Left: what was unfinished.
 At most 300 words. No preamble, no advice."""
 
 TOOL_CLIP = 1500  # characters of one tool result in the request
+MAX_SUMMARY = 8000  # characters of a summary kept (about 2k tokens)
 WINDOWS = {"anthropic/": 200_000, "openai/gpt-5": 400_000, "openai/": 128_000}
 DEFAULT_WINDOW = 32_000  # tokens, for a model whose window is not known
 _EXIT = re.compile(r"\[exit code (-?\d+)\]")
@@ -141,20 +143,21 @@ def request_text(entries: Sequence[Entry], budget: int) -> str:
     parts: list[str] = []
     used = 0
     for entry in reversed(entries):
-        part = _as_text(entry)
+        part = entry_text(entry)
         if part is None:
             continue
         if used + len(part) > budget and parts:
             break
         parts.append(part[:budget])
         used += len(part)
-    shown = sum(1 for e in entries if _as_text(e) is not None)
+    shown = sum(1 for e in entries if entry_text(e) is not None)
     parts.reverse()
     head = [] if len(parts) == shown else [f"[{shown - len(parts)} earlier messages left out]"]
     return "\n\n".join([*head, *parts])
 
 
-def _as_text(entry: Entry) -> str | None:
+def entry_text(entry: Entry) -> str | None:
+    """An entry as the summariser reads it (None for one that says nothing)."""
     if entry.get("type") == "branch_summary":
         return f"Summary of an attempt before this one:\n{entry.get('summary', '')}"
     message = message_of(entry)
@@ -197,6 +200,29 @@ def fallback_text(entries: Sequence[Entry], details: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def ask_model(model: Model, system: str, text: str,
+              abort: threading.Event | None = None) -> str | None:
+    """One request -- `system`, and `text` as the one user message -- and the reply's text;
+    None when the model failed, was aborted or said nothing. Never raises (the provider
+    boundary, as in the loop)."""
+    request: list[Message] = [user_message(text)]
+    reply: Any = None
+    try:
+        stream = getattr(model, "stream", None)
+        if stream is not None:
+            for delta in stream(system, request, [], abort=abort):
+                if delta["type"] == "done":
+                    reply = delta["message"]
+        else:
+            reply = model.complete(system, request, [])
+    except Exception:  # a provider that broke its contract: the caller's fallback
+        return None
+    if not isinstance(reply, dict) or is_failed(cast(Message, reply)):
+        return None
+    words = text_of(cast(Message, reply)).strip()
+    return words[:MAX_SUMMARY] or None
+
+
 def summarize(log: SessionLog, target: str, model: Model, *, restored: bool,
               abort: threading.Event | None = None,
               on_event: Events | None = None) -> Summary | None:
@@ -207,26 +233,12 @@ def summarize(log: SessionLog, target: str, model: Model, *, restored: bool,
     tell = on_event or (lambda event: None)
     tell({"type": "branch_summary_start", "from_id": log.tip(), "to_id": target})
     budget = int(context_window(model) * 0.5 * 3.5)  # characters: half the window
-    request: list[Message] = [user_message(request_text(entries, budget))]
-    text, fallback = None, False
-    try:
-        stream = getattr(model, "stream", None)
-        if stream is not None:
-            reply = None
-            for delta in stream(SYSTEM, request, [], abort=abort):
-                if delta["type"] == "done":
-                    reply = delta["message"]
-        else:
-            reply = model.complete(SYSTEM, request, [])
-    except Exception as exc:  # the provider boundary: a failure means the fallback
-        reply = {"role": "assistant", "content": [], "stop_reason": "error",
-                 "error_message": str(exc)}
+    text = ask_model(model, SYSTEM, request_text(entries, budget), abort)
     if abort is not None and abort.is_set():
         tell({"type": "branch_summary_end", "aborted": True})
         return None
-    if reply is not None and not is_failed(reply) and text_of(reply).strip():
-        text = text_of(reply).strip()
-    else:
-        text, fallback = fallback_text(entries, details), True
+    fallback = text is None
+    if text is None:
+        text = fallback_text(entries, details)
     tell({"type": "branch_summary_end", "summary": text, "fallback": fallback})
     return Summary(text, details, fallback)

@@ -17,6 +17,7 @@ from typing import Any
 from mulligan.app import Controller, LeaseHeld, Refused, SessionSummary, model_label
 from mulligan.app.back import describe
 from mulligan.app.lease import is_free, read_holder
+from mulligan.frontends.live import compaction_line
 from mulligan.frontends.tree import render_tree
 from mulligan.session import SessionError, UnknownEntry
 
@@ -35,6 +36,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "model": ("[NAME]", "show or change the model (recorded in the session)"),
     "export": ("[md|jsonl] [FILE]", "write the current branch as Markdown or a new session"),
     "permissions": ("[ask|edits|auto]", "show or switch the permission mode"),
+    "compact": ("[INSTRUCTIONS]", "summarise the older part of the conversation now"),
     "help": ("", "this list"),
     "quit": ("", "leave (Ctrl-D, or Ctrl-C twice, also quit)"),
 }
@@ -274,6 +276,21 @@ def _export(c: Controller, args: list[str], width: int) -> Outcome:
     return Outcome([f"wrote {target}"])
 
 
+def _compact(c: Controller, args: list[str], width: int,
+             on_event: Callable[[dict[str, Any]], None] | None = None) -> Outcome:
+    ended: list[Any] = []
+
+    def seen(event: Any) -> None:
+        if event.get("type") == "compaction_end":
+            ended.append(event)
+        elif on_event is not None:
+            on_event(event)
+
+    c.compact(" ".join(args), on_event=seen)
+    return Outcome([compaction_line(ended[-1])] if ended else [], error=bool(
+        ended and ended[-1].get("error")))
+
+
 def _permissions(c: Controller, args: list[str], width: int) -> Outcome:
     if len(args) > 1:
         return Outcome(["usage: /permissions [ask|edits|auto]"], error=True)
@@ -295,8 +312,8 @@ def _quit(c: Controller, args: list[str], width: int) -> Outcome:
     return Outcome(quit=True)
 
 
-_GOING_BACK = {"back": _back, "edit": _edit}
+_GOING_BACK = {"back": _back, "edit": _edit, "compact": _compact}
 _HANDLERS = {"tree": _tree, "back": _back, "edit": _edit, "diff": _diff, "label": _label,
              "name": _name, "fork": _fork, "sessions": _sessions, "resume": _resume,
              "model": _model, "export": _export, "permissions": _permissions, "help": _help,
-             "quit": _quit, "exit": _quit}
+             "quit": _quit, "exit": _quit, "compact": _compact}

@@ -19,6 +19,14 @@ from mulligan.brief import arguments_text
 from mulligan.messages import text_of
 
 
+def compaction_line(event: Mapping[str, Any]) -> str:
+    """What a compaction_end event says, in a line."""
+    if event.get("error"):
+        return f"not compacted: {event['error']}"
+    return (f"compacted: {event.get('tokens_before')} → {event.get('tokens_after')} tokens "
+            "(the summary is the session's newest compaction entry)")
+
+
 class LiveRenderer:
     """render(event) for each event of one run, then finish() -> True unless the last assistant
     message failed. `show_prompt` echoes the run's first user message (the REPL does not: the
@@ -89,6 +97,11 @@ class LiveRenderer:
                        + Text(f"{event.get('tool_name')} {shown}", style="dim"))
         elif kind == "tool_execution_end":
             self._result(event.get("result") or {}, bool(event.get("is_error")))
+        elif kind == "compaction_start":
+            self._line(f"compacting the conversation ({event.get('tokens_before')} tokens, "
+                       f"{event.get('reason')})…", "yellow")
+        elif kind == "compaction_end":
+            self._line(compaction_line(event), "yellow" if not event.get("error") else "red")
 
     def _message_end(self, message: dict[str, Any]) -> None:
         role = message.get("role")

@@ -367,6 +367,9 @@ class Repl:
                 loop.remove_signal_handler(signal.SIGINT)
 
     def _summary_event(self, event: dict[str, Any]) -> None:
+        if event.get("type") == "compaction_start":
+            self._print(f"compacting the conversation ({event.get('tokens_before')} tokens)… "
+                        "(Ctrl-C: the summary is made from the entries instead)", "yellow")
         if event.get("type") == "branch_summary_start":
             self._print(f"summarising the attempt {event.get('from_id')} leaves… (Ctrl-C "
                         "aborts: a plain branch line instead)", "dim")

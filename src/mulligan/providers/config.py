@@ -9,6 +9,8 @@ and a few per-provider settings.
                            timeout = 600  max_retries = 4
     [local]                n_ctx = 4096  n_threads = 2  max_tokens = 512
     [checkpoints]          enabled = true  max_file_mb = 20  max_snapshot_mb = 1024
+    [compaction]           auto = true  keep_tokens = 20000  reserve_tokens = 16000
+                           model = "anthropic/claude-haiku-4-5"   (optional)
     [tools]                hide_env = ["GITHUB_TOKEN"]  bash_timeout = 120
                            bash_timeout_max = 1800
 
@@ -33,7 +35,7 @@ URL_VARIABLES = {"anthropic": "ANTHROPIC_BASE_URL", "openai": "OPENAI_BASE_URL"}
 # The file's top level: the default model and two tables ([local] is checked by the local
 # provider, when a local model is resolved).
 _TOP_LEVEL = ("model", "providers", "local", "tools", "checkpoints", "summarize_on_back",
-              "permission_mode")
+              "permission_mode", "compaction")
 # [tools]: what the coding tools may see and do (read by the coding session, mulligan.app).
 _TOOLS = ("hide_env", "bash_timeout", "bash_timeout_max")
 _SETTINGS: dict[str, dict[str, type | tuple[type, ...]]] = {
@@ -87,6 +89,13 @@ def load_config(home: Path) -> dict[str, Any]:
             k not in known or not isinstance(v, known[k]) for k, v in checkpoints.items()):
         raise ConfigError(f"{path}: [checkpoints]: expected enabled = true|false, "
                           "max_file_mb = N, max_snapshot_mb = N")
+    compaction = config.get("compaction", {})
+    fields: dict[str, type | tuple[type, ...]] = {"auto": bool, "keep_tokens": int,
+                                                  "reserve_tokens": int, "model": str}
+    if not isinstance(compaction, dict) or any(
+            k not in fields or not isinstance(v, fields[k]) for k, v in compaction.items()):
+        raise ConfigError(f"{path}: [compaction]: expected auto = true|false, keep_tokens = "
+                          "N, reserve_tokens = N, model = \"provider/model\"")
     tools = config.get("tools", {})
     if not isinstance(tools, dict):
         raise ConfigError(f"{path}: [tools] must be a table")

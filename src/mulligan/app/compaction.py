@@ -1,0 +1,197 @@
+"""Compaction on a tree: a long session goes on past the model's context window.
+
+A compaction is one more entry, appended at the tip: ``{"type": "compaction", "summary",
+"first_kept_entry_id", "tokens_before"}``. By the pinned rules (`mulligan.session.view`) the
+transcript below it is then the summary, the kept tail from `first_kept_entry_id`, and what
+came after; nothing is copied and nothing is removed, and going back to an entry before it
+brings the whole history back.
+
+Making one (`Compaction.run`): the cut is at a turn boundary (a kept tail starts with a user
+message, so no tool call is ever parted from its result), keeping the most recent
+`keep_tokens` verbatim and always the latest user request; what is before the cut is sent to
+the model with a prompt that keeps the task in hand. A compaction after a compaction sends the
+previous summary and asks for it updated with what came since, rather than summarising a
+summary of a summary; branch summaries in the cut part are part of what is sent. If the
+model fails, the summary is made from the entries (and says so).
+
+When: before a model call whose context would pass the window minus `reserve_tokens` (the
+providers' reported usage where present, an estimate of 4 characters a token otherwise); after
+a context-overflow error (then the call is retried once: `mulligan.loop`); and by hand,
+`/compact [instructions]`. Settings: ``[compaction] auto, keep_tokens, reserve_tokens, model``.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Generator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from mulligan.app.summaries import (
+    ask_model,
+    context_window,
+    details_of,
+    entry_text,
+    fallback_text,
+)
+from mulligan.messages import Message
+from mulligan.session import SessionLog
+from mulligan.session.view import COMPACTION_PREAMBLE
+from mulligan.wire import Event, Model
+
+__all__ = ["SYSTEM", "UPDATE", "Compaction", "estimate_tokens"]
+
+SYSTEM = """You compact a coding session that has grown too long for the model's context window.
+The work goes on right after, from your summary and the most recent messages (kept as they
+are), so keep the task in hand. Write plain text under these headings:
+Request: what the user is asking for now, in their words where it matters.
+Done: what has been done so far, with the results that matter.
+In progress: what was being done when the summary was made.
+Decisions: choices made and constraints the user set.
+Files: files read and changed, with what matters about each.
+Next: the next steps.
+Be complete but terse: at most 400 words. No preamble."""
+
+UPDATE = """Below is the summary made at the last compaction, then the messages that came after
+it. Write the summary again, updated with those messages, under the same headings."""
+
+CHARS_PER_TOKEN = 4
+
+
+def estimate_tokens(system: str, messages: Sequence[Message]) -> int:
+    """The context a request would take: the last reply's reported input + output tokens
+    (what the provider counted), plus an estimate of what came after it; or an estimate of
+    the whole, 4 characters a token, when no usage was reported."""
+    for at in range(len(messages) - 1, -1, -1):
+        message = messages[at]
+        usage = message.get("usage") if message["role"] == "assistant" else None
+        if isinstance(usage, Mapping) and isinstance(usage.get("input"), int):
+            used = usage["input"] + int(usage.get("output") or 0)
+            return used + _chars(messages[at + 1:]) // CHARS_PER_TOKEN
+    return (len(system) + _chars(messages)) // CHARS_PER_TOKEN
+
+
+def _chars(messages: Sequence[Message]) -> int:
+    return len(orjson.dumps(list(messages), default=str))
+
+
+@dataclass
+class Settings:
+    auto: bool = True
+    keep_tokens: int = 20_000
+    reserve_tokens: int = 16_000
+
+    @classmethod
+    def of(cls, config: Mapping[str, Any]) -> Settings:
+        table = config.get("compaction", {})
+        return cls(bool(table.get("auto", True)), int(table.get("keep_tokens", 20_000)),
+                   int(table.get("reserve_tokens", 16_000)))
+
+
+class Compaction:
+    """Compaction for one session's log, with the model that writes the summary (`model`,
+    or the session's current one: `current_model`)."""
+
+    def __init__(self, log: SessionLog, settings: Settings,
+                 current_model: Callable[[], Model], system: Callable[[], str],
+                 model: Model | None = None) -> None:
+        self.log, self.settings = log, settings
+        self._current, self._system, self._model = current_model, system, model
+        self.abort: threading.Event | None = None
+
+    def window(self) -> int:
+        return context_window(self._current())
+
+    def limits(self) -> tuple[int, int]:
+        """(keep, reserve) in tokens, scaled down for a small window (a local model's)."""
+        window = self.window()
+        return (min(self.settings.keep_tokens, int(window * 0.4)),
+                min(self.settings.reserve_tokens, int(window * 0.25)))
+
+    def hook(self, messages: list[Message], overflow: bool) -> Generator[Event, None, bool]:
+        """The loop's `compact`: before a call, compact when the context would pass the
+        window minus the reserve (if `auto`); after an overflow, always try."""
+        tokens = estimate_tokens(self._system(), messages)
+        if not overflow:
+            _, reserve = self.limits()
+            if not self.settings.auto or tokens <= self.window() - reserve:
+                return False
+        done = yield from self.run("overflow" if overflow else "threshold", tokens)
+        if done:
+            messages[:] = self.log.replay()  # the record in memory is the file's transcript
+        return done
+
+    def run(self, reason: str, tokens_before: int | None = None,
+            instructions: str = "") -> Generator[Event, None, bool]:
+        """Append a compaction entry (see the module docstring), announcing it with
+        compaction_start / compaction_end; False, with the reason in compaction_end's error,
+        when there is nothing to compact."""
+        rows = self.log.rows()
+        before = tokens_before if tokens_before is not None else estimate_tokens(
+            self._system(), [m for _, m in rows])
+        yield {"type": "compaction_start", "reason": reason, "tokens_before": before}
+        keep, _ = self.limits()
+        cut = _cut(rows, keep)
+        if cut is None:
+            yield {"type": "compaction_end", "summary": "", "tokens_before": before,
+                   "tokens_after": before, "error": "nothing to compact: the conversation "
+                                                    "is all recent turns"}
+            return False
+        previous = self._previous(rows)
+        start = 1 if previous is not None else 0
+        text = _request(rows[start:cut], previous, instructions)
+        summary = ask_model(self._model or self._current(), SYSTEM, text, self.abort)
+        if summary is None:  # the model failed: say what the entries say
+            branch = self.log.branch(self.log.tip())
+            ids = {entry_id for entry_id, _ in rows[start:cut]}
+            part = [e for e in branch if e["id"] in ids]
+            summary = fallback_text(part, details_of(part, restored=False))
+            if previous is not None:
+                summary = f"{previous}\n\n{summary}"
+        first_kept = rows[cut][0]
+        self.log.append_entry("compaction", summary=summary, first_kept_entry_id=first_kept,
+                              tokens_before=before)
+        after = estimate_tokens(self._system(), self.log.replay())
+        yield {"type": "compaction_end", "summary": summary, "tokens_before": before,
+               "tokens_after": after, "error": ""}
+        return True
+
+    def _previous(self, rows: Sequence[tuple[str, Message]]) -> str | None:
+        """The summary of the compaction now in force, if the transcript begins with one."""
+        if not rows:
+            return None
+        entry = self.log.entry(rows[0][0])
+        return str(entry["summary"]) if entry.get("type") == "compaction" else None
+
+
+def _cut(rows: Sequence[tuple[str, Message]], keep: int) -> int | None:
+    """Where the kept tail starts: a user message (a turn's start), the latest one whose tail
+    holds at least `keep` tokens (else the earliest one), so the latest user request is
+    always kept; None when no turn boundary leaves anything new before it to summarise."""
+    lower = 1 if rows and _is_summary(rows[0][1]) else 0
+    users = [at for at in range(lower + 1, len(rows)) if rows[at][1]["role"] == "user"]
+    if not users:
+        return None
+    tail, sizes = 0, {}
+    for at in range(len(rows) - 1, users[0] - 1, -1):
+        tail += len(orjson.dumps(rows[at][1], default=str)) // CHARS_PER_TOKEN
+        sizes[at] = tail
+    return max((at for at in users if sizes[at] >= keep), default=users[0])
+
+
+def _is_summary(message: Message) -> bool:
+    return message["role"] == "user" and message["content"].startswith(COMPACTION_PREAMBLE)
+
+
+def _request(rows: Sequence[tuple[str, Message]], previous: str | None,
+             instructions: str) -> str:
+    parts = [UPDATE, "Summary so far:\n" + previous] if previous is not None else []
+    for _, message in rows:
+        part = entry_text({"type": "message", "message": message})
+        if part:
+            parts.append(part)
+    if instructions:
+        parts.append(f"The user asks that the summary: {instructions}")
+    return "\n\n".join(parts)
