@@ -61,14 +61,18 @@ CHARS_PER_TOKEN = 4
 
 
 def estimate_tokens(system: str, messages: Sequence[Message]) -> int:
-    """The context a request would take: the last reply's reported input + output tokens
-    (what the provider counted), plus an estimate of what came after it; or an estimate of
-    the whole, 4 characters a token, when no usage was reported."""
+    """The context a request would take: the last reply's reported usage (input, cache reads
+    and writes, and output: what the provider counted), plus an estimate of what came after
+    it; or an estimate of the whole, 4 characters a token, when no usage was reported -- and
+    after a compaction, whose kept replies report the context from before it."""
+    compacted = bool(messages) and messages[0]["role"] == "user" and \
+        messages[0]["content"].startswith(COMPACTION_PREAMBLE)
     for at in range(len(messages) - 1, -1, -1):
         message = messages[at]
-        usage = message.get("usage") if message["role"] == "assistant" else None
-        if isinstance(usage, Mapping) and isinstance(usage.get("input"), int):
-            used = usage["input"] + int(usage.get("output") or 0)
+        usage: Any = message.get("usage") if message["role"] == "assistant" else None
+        if not compacted and isinstance(usage, Mapping) and isinstance(usage.get("input"), int):
+            used = sum(int(usage.get(k) or 0) for k in ("input", "cache_read", "cache_write",
+                                                        "output"))
             return used + _chars(messages[at + 1:]) // CHARS_PER_TOKEN
     return (len(system) + _chars(messages)) // CHARS_PER_TOKEN
 

@@ -154,6 +154,7 @@ class LocalModel:
             raise MissingModelFile(f"local model file not found: {self.path}")
         self.name = name or f"local:{self.path}"
         self.n_ctx = n_ctx
+        self.context_window = n_ctx  # what compaction and summaries fit the request to
         self.n_threads = n_threads or default_threads()
         self.max_tokens = max_tokens
         self.temperature = temperature
