@@ -29,7 +29,7 @@ from mulligan.home import open_private
 from mulligan.messages import Message
 from mulligan.session.errors import DuplicateId, SessionError, TornLine, UnknownEntry
 from mulligan.session.tree import Entry, Index
-from mulligan.session.view import transcript
+from mulligan.session.view import messages_of, transcript
 
 # Keys every entry has; metadata passed by callers may not replace them.
 RESERVED = frozenset({"id", "type", "parent_id", "timestamp"})
@@ -118,15 +118,17 @@ class SessionLog:
         message, the latest compaction stands for what it summarised). Other entries
         (branch, label, ...) are stepped over; the whole walk is validated and every
         refusal names the entry."""
-        with self._mutex:
-            self._refresh()
-            index = self._index
-            branch = [index.entries[i] for i in index.walk(index.tip())]
-        return transcript(branch, file=self._name)
+        return transcript(self._tip_branch(), file=self._name)
 
     def replay(self) -> list[Message]:
         """The transcript on the branch the session is on: for Harness(messages=...)."""
-        return [message for _, message in self.rows()]
+        return messages_of(self._tip_branch(), file=self._name)
+
+    def _tip_branch(self) -> list[Entry]:
+        with self._mutex:
+            self._refresh()
+            index = self._index
+            return list(map(index.entries.__getitem__, index.walk(index.tip())))
 
     # ---- appending ---------------------------------------------------------------------------
 

@@ -22,7 +22,7 @@ from mulligan.messages import Message, shape_problem, user_message
 from mulligan.session.errors import BadEntry
 from mulligan.session.tree import Entry
 
-__all__ = ["COMPACTION_PREAMBLE", "SUMMARY_PREAMBLE", "transcript"]
+__all__ = ["COMPACTION_PREAMBLE", "SUMMARY_PREAMBLE", "messages_of", "transcript"]
 
 SUMMARY_PREAMBLE = ("[The user went back from an earlier attempt at this and left it. This "
                     "summarises what that attempt found out and did; the attempt itself is "
@@ -37,32 +37,51 @@ _SHOWN = frozenset({"message", "branch_summary"})
 def transcript(branch: Sequence[Entry], *, file: str | os.PathLike[str] | None = None
                ) -> list[tuple[str, Message]]:
     """The (entry id, message) pairs `branch` stands for (see the module docstring)."""
+    return [(entry_id, message) for entry_id, message in zip(
+        *_view(branch, file), strict=True)]
+
+
+def messages_of(branch: Sequence[Entry], *, file: str | os.PathLike[str] | None = None
+                ) -> list[Message]:
+    """The messages alone: `transcript` without the ids. Replay builds no pair per message:
+    100k fresh tuples would wake the cyclic garbage collector for a full pass."""
+    return _view(branch, file)[1]
+
+
+def _view(branch: Sequence[Entry], file: str | os.PathLike[str] | None
+          ) -> tuple[list[str], list[Message]]:
     last = None
     for at in range(len(branch) - 1, -1, -1):
         if branch[at].get("type") == "compaction":
             last = at
             break
+    ids: list[str] = []
+    messages: list[Message] = []
     if last is None:
-        return _items(branch, file)
+        _items(branch, file, ids, messages)
+        return ids, messages
     compaction = branch[last]
     first_kept = compaction.get("first_kept_entry_id")
     start = next((at for at in range(last) if branch[at]["id"] == first_kept), None)
     if start is None:
         raise BadEntry(f"a compaction whose first_kept_entry_id {first_kept!r} is not an entry "
                        "on its branch before it", file=file, entry_id=compaction["id"])
-    head = (compaction["id"], user_message(COMPACTION_PREAMBLE + compaction["summary"]))
-    return [head, *_items(branch[start:last], file), *_items(branch[last + 1:], file)]
+    ids.append(compaction["id"])
+    messages.append(user_message(COMPACTION_PREAMBLE + compaction["summary"]))
+    _items(branch[start:last], file, ids, messages)
+    _items(branch[last + 1:], file, ids, messages)
+    return ids, messages
 
 
-def _items(entries: Sequence[Entry], file: str | os.PathLike[str] | None
-           ) -> list[tuple[str, Message]]:
-    found: list[tuple[str, Message]] = []
+def _items(entries: Sequence[Entry], file: str | os.PathLike[str] | None, ids: list[str],
+           messages: list[Message]) -> None:
     for entry in entries:
         kind = entry.get("type")
         if kind not in _SHOWN:
             continue
         if kind == "branch_summary":
-            found.append((entry["id"], user_message(SUMMARY_PREAMBLE + entry["summary"])))
+            ids.append(entry["id"])
+            messages.append(user_message(SUMMARY_PREAMBLE + entry["summary"]))
             continue
         message = entry.get("message")
         # A hand-edited message would otherwise fail later, as a KeyError in whatever reads
@@ -71,5 +90,5 @@ def _items(entries: Sequence[Entry], file: str | os.PathLike[str] | None
         if problem is not None:
             raise BadEntry(f"a message entry holding {problem}", file=file,
                            entry_id=entry["id"])
-        found.append((entry["id"], message))  # type: ignore[arg-type]
-    return found
+        ids.append(entry["id"])
+        messages.append(message)  # type: ignore[arg-type]
