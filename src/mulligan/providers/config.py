@@ -82,20 +82,10 @@ def load_config(home: Path) -> dict[str, Any]:
                          ("permission_mode", ("ask", "edits", "auto"))):
         if key in config and config[key] not in allowed:
             raise ConfigError(f"{path}: {key} = {config[key]!r}: one of {', '.join(allowed)}")
-    checkpoints = config.get("checkpoints", {})
-    known: dict[str, type | tuple[type, ...]] = {"enabled": bool, "max_file_mb": (int, float),
-                                                 "max_snapshot_mb": (int, float)}
-    if not isinstance(checkpoints, dict) or any(
-            k not in known or not isinstance(v, known[k]) for k, v in checkpoints.items()):
-        raise ConfigError(f"{path}: [checkpoints]: expected enabled = true|false, "
-                          "max_file_mb = N, max_snapshot_mb = N")
-    compaction = config.get("compaction", {})
-    fields: dict[str, type | tuple[type, ...]] = {"auto": bool, "keep_tokens": int,
-                                                  "reserve_tokens": int, "model": str}
-    if not isinstance(compaction, dict) or any(
-            k not in fields or not isinstance(v, fields[k]) for k, v in compaction.items()):
-        raise ConfigError(f"{path}: [compaction]: expected auto = true|false, keep_tokens = "
-                          "N, reserve_tokens = N, model = \"provider/model\"")
+    _check_fields(path, "checkpoints", config.get("checkpoints", {}),
+                  {"enabled": bool, "max_file_mb": (int, float), "max_snapshot_mb": (int, float)})
+    _check_fields(path, "compaction", config.get("compaction", {}),
+                  {"auto": bool, "keep_tokens": int, "reserve_tokens": int, "model": str})
     tools = config.get("tools", {})
     if not isinstance(tools, dict):
         raise ConfigError(f"{path}: [tools] must be a table")
@@ -112,6 +102,21 @@ def load_config(home: Path) -> dict[str, Any]:
         if not good:
             raise ConfigError(f"{path}: [tools] {key} = {value!r}: expected {wanted}")
     return config
+
+
+def _check_fields(path: Path, name: str, table: object,
+                  fields: dict[str, type | tuple[type, ...]]) -> None:
+    """A [name] table whose every setting is one of `fields`, of its type (true and false
+    are not numbers here, whatever Python says)."""
+    if not isinstance(table, dict):
+        raise ConfigError(f"{path}: [{name}] must be a table")
+    for key, value in table.items():
+        if key not in fields:
+            raise ConfigError(f"{path}: [{name}] {key}: unknown setting; known: "
+                              f"{', '.join(fields)}")
+        wanted = fields[key]
+        if not isinstance(value, wanted) or (isinstance(value, bool) and wanted is not bool):
+            raise ConfigError(f"{path}: [{name}] {key} = {value!r} has the wrong type")
 
 
 def _check_table(path: Path, provider: str, table: object) -> None:
