@@ -19,9 +19,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from session_bench import best, conversation, parse_floor
-
 from mulligan.session import SessionLog
+from session_bench import best, conversation, parse_floor
 
 
 def generate(file: Path, size: int, every: int, compact: bool) -> None:
