@@ -61,6 +61,8 @@ def help_lines() -> list[str]:
     return ["Commands:", *lines,
             "Keys: Enter sends; Alt-Enter starts a new line. During a run, Enter "
             "queues a steering message and Alt-Enter a follow-up; Ctrl-C aborts the run.",
+            "A permission question on screen takes y (yes), a (yes from now on for that tool) "
+            "or n [reason]; Ctrl-C answers no and aborts the run.",
             "Ctrl-C twice at the prompt, or Ctrl-D, quits."]
 
 
