@@ -93,14 +93,17 @@ def build_parser() -> argparse.ArgumentParser:
     tree = with_file("tree", "the session as a tree; abandoned attempts are folded")
     tree.add_argument("--all", action="store_true", help="unfold abandoned attempts")
     tree.add_argument("--width", type=int, help="line width (default: the terminal's)")
-    export = with_file("export", "a branch as Markdown, or as a new linear session file")
-    export.add_argument("--format", choices=("md", "jsonl"), default="md",
-                        help="md: a Markdown transcript (default); jsonl: a new session file "
-                             "holding only that branch")
+    export = with_file("export", "a branch as Markdown or a new linear session file, or the "
+                                 "whole session as one HTML page")
+    export.add_argument("--format", choices=("md", "jsonl", "html"), default="md",
+                        help="md: a Markdown transcript of the branch (default); jsonl: a new "
+                             "session file holding only that branch; html: one self-contained "
+                             "page holding every attempt of the session")
     export.add_argument("--leaf", metavar="ID", help="the branch ending at entry ID")
     export.add_argument("-o", "--output", metavar="OUT",
                         help="where to write (md default: stdout; jsonl default: a new session "
-                             "file of this folder)")
+                             "file of this folder; html default: <session>.html here); never "
+                             "over an existing file")
     with_file("check", "report problems in a session file (exit status 1 if any)")
     with_file("repair", "set a torn last line aside (into a sidecar file, never deleted) so the "
                         "session can be read and appended to again; exit status 1 if other "

@@ -86,6 +86,7 @@ def build_controller(args: argparse.Namespace, err: TextIO, *, defer: bool = Fal
     return Controller(
         model=model, tools=tools, cwd=cwd, home=home, session_file=session_file,
         max_turns=args.max_turns, system_prompt_file=prompt_file, redact=secrets.redact,
+        redact_text=secrets.redact_text,
         checkpoints=checkpoints_for(config, home, cwd) if session_file is not None else None,
         summarize_on_back=config.get("summarize_on_back", "ask"), permissions=permissions,
         compaction=CompactionSettings.of(config),
@@ -241,6 +242,11 @@ def sessions_export(args: argparse.Namespace, out: TextIO) -> int:
     from mulligan.app.export import to_markdown, write_linear, write_new
 
     file, entries, leaf = _entries_and_leaf(args)
+    if args.format == "html":
+        target = Path(args.output) if args.output else Path.cwd() / f"{file.stem}.html"
+        write_new(target, html_page(file, entries, leaf))
+        print(f"wrote {target}", file=out)
+        return 0
     if args.format == "md":
         text = to_markdown(entries, leaf, title=f"Session {file.stem}")
         if args.output:
@@ -254,6 +260,26 @@ def sessions_export(args: argparse.Namespace, out: TextIO) -> int:
     write_linear(entries, leaf, target, origin_file=file.resolve())
     print(f"wrote {target}", file=out)
     return 0
+
+
+def html_page(file: Path, entries: list[Any], tip: str | None) -> str:
+    """The HTML export of a session file from the shell: the system prompt as the session's
+    folder would give it now (when that folder is here), its checkpoints' diffs, keys
+    redacted."""
+    from mulligan.app.catalog import session_folder
+    from mulligan.app.html_export import to_html
+    from mulligan.app.secrets import Secrets
+    from mulligan.app.snapshots import Store
+    from mulligan.prompts import system_prompt
+    from mulligan.providers.config import load_config
+
+    home = home_of()
+    folder = session_folder(entries)
+    system = system_prompt(None, folder) if folder is not None and folder.is_dir() else None
+    secrets = Secrets.of(os.environ, load_config(home))
+    return to_html(entries, tip, title=f"Session {file.stem}", session=file.read_bytes(),
+                   file_name=file.name, system=system, store=Store(home),
+                   redact=secrets.redact_text)
 
 
 def session_check(args: argparse.Namespace, out: TextIO) -> int:

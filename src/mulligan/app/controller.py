@@ -29,6 +29,7 @@ from mulligan.app.compaction import Compaction
 from mulligan.app.compaction import Settings as CompactionSettings
 from mulligan.app.diffs import snapshot_diff
 from mulligan.app.export import to_markdown, write_linear, write_new
+from mulligan.app.html_export import to_html
 from mulligan.app.lease import Lease, acquire
 from mulligan.app.models import model_label, model_parts
 from mulligan.app.permissions import MODES, Permissions
@@ -74,6 +75,7 @@ class Controller:
         system_prompt_file: Path | None = None,
         resolver: Callable[[str], Model] | None = None,
         redact: Callable[[Message], Message] | None = None,
+        redact_text: Callable[[str], str] | None = None,
         checkpoints: Checkpoints | None = None, summarize_on_back: str = "ask",
         permissions: Permissions | None = None,
         compaction: CompactionSettings | None = None, compaction_model: Model | None = None,
@@ -85,7 +87,7 @@ class Controller:
             raise ValueError(f"summarize_on_back = {summarize_on_back!r}: ask, always or never")
         self.summarize_on_back = summarize_on_back
         self.cwd = Path(cwd).resolve()
-        self._redact = redact
+        self._redact, self._redact_text = redact, redact_text
         self.checkpoints = checkpoints
         self.home = Path(home)
         self._prompt_file = system_prompt_file
@@ -391,9 +393,10 @@ class Controller:
         return destination
 
     def export(self, kind: str, target: Path | None = None) -> Path:
-        """Write the current branch out: `kind` "md" as Markdown (default
-        `mulligan-<session>.md` in the working folder), "jsonl" as a new linear session file
-        (default: a new session of this folder). A relative `target` is taken in the working
+        """Write the session out: `kind` "md" as Markdown (default `mulligan-<session>.md` in
+        the working folder), "jsonl" as a new linear session file (default: a new session of
+        this folder) -- both the current branch -- or "html", one page of every attempt
+        (default `mulligan-<session>.html`). A relative `target` is taken in the working
         folder, where the tools act. Never overwrites (ExportTargetExists). Returns the file."""
         log = self._need_file("/export")
         stem = Path(log.path).stem
@@ -403,8 +406,16 @@ class Controller:
             target = target or self.cwd / f"mulligan-{stem}.md"
             return write_new(target, to_markdown(log.entries(), log.tip(),
                                                  title=f"Session {stem}"))
+        if kind == "html":
+            target = target or self.cwd / f"mulligan-{stem}.html"
+            store = self.checkpoints.store if self.checkpoints is not None else None
+            page = to_html(log.entries(), log.tip(), title=f"Session {stem}",
+                           session=Path(log.path).read_bytes(), file_name=Path(log.path).name,
+                           system=self.harness.system, store=store,
+                           redact=self._redact_text or (lambda text: text))
+            return write_new(target, page)
         if kind != "jsonl":
-            raise Refused(f"/export: no format {kind!r}; md or jsonl")
+            raise Refused(f"/export: no format {kind!r}; md, jsonl or html")
         target = target or new_session_path(self.home, self.cwd)
         return write_linear(log.entries(), log.tip(), target, origin_file=log.path)
 

@@ -34,7 +34,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "sessions": ("[all]", "this folder's sessions, numbered for /resume, newest first"),
     "resume": ("[N|FILE]", "switch to another session (alone: pick one)"),
     "model": ("[NAME]", "show or change the model (recorded in the session)"),
-    "export": ("[md|jsonl] [FILE]", "write the current branch as Markdown or a new session"),
+    "export": ("[md|jsonl|html] [FILE]", "write the current branch as Markdown or a new "
+                                         "session, or every attempt as one HTML page"),
     "permissions": ("[ask|edits|auto]", "show or switch the permission mode"),
     "compact": ("[INSTRUCTIONS]", "summarise the older part of the conversation now"),
     "help": ("", "this list"),
@@ -272,8 +273,8 @@ def _model(c: Controller, args: list[str], width: int) -> Outcome:
 
 def _export(c: Controller, args: list[str], width: int) -> Outcome:
     kind = args[0] if args else "md"
-    if kind not in ("md", "jsonl"):
-        return Outcome(["usage: /export [md|jsonl] [FILE]"], error=True)
+    if kind not in ("md", "jsonl", "html"):
+        return Outcome(["usage: /export [md|jsonl|html] [FILE]"], error=True)
     target = c.export(kind, Path(args[1]).expanduser() if len(args) > 1 else None)
     return Outcome([f"wrote {target}"])
 

@@ -65,7 +65,7 @@ class SlashCompleter(Completer):
         if command in ("/tree", "/sessions") and "all".startswith(rest):
             yield Completion("all", start_position=-len(rest))
         elif command == "/export":
-            for kind in ("md", "jsonl"):
+            for kind in ("md", "jsonl", "html"):
                 if kind.startswith(rest):
                     yield Completion(kind, start_position=-len(rest))
 

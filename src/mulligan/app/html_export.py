@@ -1,0 +1,250 @@
+"""The whole session as one self-contained HTML page: every attempt, a sidebar tree in the
+shape of /tree, the branch through any entry on a click, a search box, a link per entry
+(#e12), and the session file itself inside, to be turned back into JSONL.
+
+In: every entry of a session, its tip, the session file's bytes, and optionally the system
+prompt and the snapshot store (for the file changes of each tool call, as capped diffs).
+Out: one string of HTML with its styles and script inline and nothing to fetch: a Content
+Security Policy forbids any network use. Every piece of content is escaped -- messages are
+rendered as Markdown by markdown-it-py with raw HTML off, so a message holding `<script>` or
+`onerror=` is shown, never run -- and known key values are redacted (`redact`), in the page
+and in the embedded file. Never reads or writes a file.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import json
+from collections.abc import Callable, Mapping, Sequence
+from importlib import resources
+from typing import Any
+
+from markdown_it import MarkdownIt
+
+from mulligan.app.diffs import snapshot_diff
+from mulligan.app.snapshots import Store
+from mulligan.brief import call_text, cut, flat
+from mulligan.session.branches import blocks_of, children_of, labels_of, message_of, path_ids
+
+__all__ = ["to_html"]
+
+Entry = Mapping[str, Any]
+DIFF_LINES = 200  # of one tool call's file changes
+_MARKDOWN = MarkdownIt("commonmark", {"html": False})  # raw HTML in a message is text
+
+
+def to_html(entries: Sequence[Entry], tip: str | None, *, title: str, session: bytes,
+            file_name: str, system: str | None = None, store: Store | None = None,
+            redact: Callable[[str], str] = lambda text: text) -> str:
+    """The page (see the module docstring)."""
+    labels = labels_of(entries)
+    on_path = set(path_ids(entries, tip))
+    info = next((e for e in entries if e.get("type") == "session_info"), {})
+    meta = " · ".join(f"{key} {info[key]}" for key in ("name", "model", "cwd", "created")
+                      if info.get(key))
+    attempts = [e["id"] for e in entries if e.get("type") != "label"]
+    parents = {e["id"]: e.get("parent_id") for e in entries if e.get("type") != "label"}
+    shown_tip = _shown_tip(entries, tip)
+    data = {"parents": parents, "order": attempts, "tip": shown_tip}
+    page = resources.files("mulligan.app").joinpath("html_template.html").read_text("utf-8")
+    parts = {
+        "__TITLE__": _e(title),
+        "__META__": _e(meta) + f" · {len(entries)} entries",
+        "__TREE__": _tree(entries, on_path, labels, shown_tip),
+        "__SYSTEM__": _system(system),
+        "__CARDS__": "\n".join(_card(e, labels, store) for e in entries
+                               if e.get("type") != "label"),
+        "__DATA__": _script_json(data),
+        "__FILENAME__": _e(file_name),
+        "__JSONL__": base64.b64encode(redact(session.decode("utf-8", "replace")).encode())
+        .decode(),
+    }
+    for key, value in parts.items():
+        page = page.replace(key, value)
+    return redact(page)
+
+
+def _e(text: Any) -> str:
+    return html.escape(str(text), quote=True)
+
+
+def _script_json(value: Any) -> str:
+    """JSON that cannot end the <script> element it sits in."""
+    return json.dumps(value, ensure_ascii=False).replace("<", "\\u003c").replace(
+        "\u2028", "\\u2028").replace("\u2029", "\\u2029")
+
+
+def _shown_tip(entries: Sequence[Entry], tip: str | None) -> str | None:
+    hidden = {e["id"] for e in entries if e.get("type") == "label"}
+    return next((i for i in reversed(path_ids(entries, tip)) if i not in hidden), None)
+
+
+def _summary_of(entry: Entry) -> str:
+    kind = entry.get("type")
+    if kind == "message":
+        message = message_of(entry)
+        if message is None:
+            return "(damaged message entry)"
+        role = message.get("role")
+        if role == "user":
+            return "you: " + flat(message.get("content", ""))
+        if role == "toolResult":
+            return f"{message.get('tool_name')} → " + flat(message.get("content", ""))
+        words = [flat(b.get("text", "")) for b in blocks_of(message) if b.get("type") == "text"]
+        calls = [call_text(b) for b in blocks_of(message) if b.get("type") == "toolCall"]
+        return "ai: " + " ".join(w for w in [*words, *calls] if w) or "ai"
+    if kind == "branch":
+        return f"↩ back to {entry.get('parent_id')}"
+    if kind in ("branch_summary", "compaction"):
+        return ("↩ summary: " if kind == "branch_summary" else "⊟ compacted: ") + flat(
+            entry.get("summary", ""))
+    return str(kind)
+
+
+def _tree(entries: Sequence[Entry], on_path: set[str], labels: Mapping[str, str],
+          tip: str | None) -> str:
+    """Nested lists in the shape of /tree: the current path down the left, an attempt off it
+    folded behind a <details> at its fork point."""
+    children = children_of(entries)
+    by_id = {e["id"]: e for e in entries}
+    hidden = {e["id"] for e in entries if e.get("type") == "label"}
+
+    def kids(of: str | None) -> list[str]:
+        found, stack = [], list(reversed(children.get(of, [])))
+        while stack:
+            at = stack.pop()
+            if at in hidden:
+                stack.extend(reversed(children.get(at, [])))
+            else:
+                found.append(at)
+        return found
+
+    drawn: set[str] = set()
+
+    def run(start: str) -> str:
+        items, current = [], start
+        while current is not None and current not in drawn:
+            drawn.add(current)
+            label = f' <span class="label">[{_e(labels[current])}]</span>' \
+                if current in labels else ""
+            classes = " ".join(c for c in ("on-branch" if current in on_path else "",
+                                           "tip" if current == tip else "") if c)
+            items.append(f'<li><a href="#{_e(current)}" data-id="{_e(current)}" '
+                         f'class="{classes}">{_e(current)} '
+                         f"{_e(cut(_summary_of(by_id[current]), 90))}</a>{label}</li>")
+            below = kids(current)
+            if not below:
+                break
+            main = next((k for k in below if k in on_path), below[-1])
+            for side in (k for k in below if k != main):
+                inner = run(side)
+                if side in on_path:
+                    items.append(f"<li>{inner}</li>")
+                else:
+                    items.append(f"<li><details><summary>an attempt from {_e(current)}"
+                                 f"</summary>{inner}</details></li>")
+            current = main
+        return "<ul>" + "".join(items) + "</ul>"
+
+    roots = kids(None)
+    main_root = next((r for r in roots if r in on_path), roots[-1] if roots else None)
+    shown = [run(r) for r in roots if r != main_root]
+    if main_root is not None:
+        shown.append(run(main_root))
+    return "\n".join(shown)
+
+
+def _system(system: str | None) -> str:
+    if not system:
+        return ""
+    return ('<details class="warning"><summary>The system prompt (review before sharing: it '
+            "holds your AGENTS.md and working folder)</summary>"
+            f"<pre>{_e(system)}</pre></details>")
+
+
+def _card(entry: Entry, labels: Mapping[str, str], store: Store | None) -> str:
+    entry_id = entry["id"]
+    kind = entry.get("type")
+    label = f' · <span class="label">{_e(labels[entry_id])}</span>' \
+        if entry_id in labels else ""
+    head = (f'<div class="head"><a href="#{_e(entry_id)}">{_e(entry_id)}</a>'
+            f"<span>{_e(entry.get('timestamp', ''))}</span>{label}")
+    css, body = "card", ""
+    if kind == "message":
+        message = message_of(entry)
+        if message is None:
+            body = "<p>(a message entry without a message object)</p>"
+        else:
+            css, body, who = _message(message, entry, store)
+            head += f"<span>{_e(who)}</span>"
+    elif kind in ("branch_summary", "compaction"):
+        what = "Summary of the attempt left" if kind == "branch_summary" else \
+            "Compaction: summary of the conversation before it"
+        head += f"<span>{what}</span>"
+        body = _MARKDOWN.render(str(entry.get("summary", "")))
+    elif kind == "branch":
+        body = f"<p>↩ went back to {_e(entry.get('parent_id'))}</p>"
+    elif kind == "session_info":
+        facts = [f"{k}: {entry[k]}" for k in ("name", "model", "cwd", "created",
+                                               "origin_file") if entry.get(k)]
+        body = f"<p>session · {_e(' · '.join(facts))}</p>"
+    elif kind == "workspace_restore":
+        found = entry.get("workspace")
+        meta: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
+        body = (f"<p>files restored: {_e(', '.join(meta.get('restored') or []) or 'none')}; "
+                f"kept: {_e(', '.join(meta.get('kept') or []) or 'none')}</p>")
+    else:
+        body = f"<p>{_e(kind)}</p>"
+    return (f'<article id="{_e(entry_id)}" data-id="{_e(entry_id)}" class="{css}">'
+            f"{head}</div>{body}</article>")
+
+
+def _message(message: Mapping[str, Any], entry: Entry,
+             store: Store | None) -> tuple[str, str, str]:
+    """(css class, body, who) of a message card."""
+    role = str(message.get("role"))
+    if role == "user":
+        return "user", _MARKDOWN.render(str(message.get("content", ""))), "you"
+    if role == "toolResult":
+        content = str(message.get("content", ""))
+        flag = " (error)" if message.get("is_error") else ""
+        first = cut(flat(content), 100)
+        body = (f'<details class="result"><summary>{_e(message.get("tool_name"))}{flag} → '
+                f"{_e(first)}</summary><pre>{_e(content)}</pre></details>")
+        return "toolResult" + (" error" if flag else ""), body + _changes(entry, store), \
+            f"{message.get('tool_name')} result"
+    parts = []
+    for block in blocks_of(message):
+        if block.get("type") == "text":
+            parts.append(_MARKDOWN.render(str(block.get("text", ""))))
+        elif block.get("type") == "thinking" and block.get("thinking"):
+            parts.append(f"<details><summary>thinking</summary>"
+                         f"<pre>{_e(block['thinking'])}</pre></details>")
+        elif block.get("type") == "toolCall":
+            arguments = json.dumps(block.get("arguments"), indent=2, ensure_ascii=False)
+            parts.append(f'<details class="call"><summary>{_e(call_text(block, room=100))}'
+                         f"</summary><pre>{_e(arguments)}</pre></details>")
+    failed = message.get("stop_reason") in ("error", "aborted")
+    if failed:
+        parts.append(f'<p class="err">{_e(message.get("stop_reason"))}: '
+                     f"{_e(message.get('error_message', ''))}</p>")
+    return "assistant" + (" error" if failed else ""), "".join(parts), "assistant"
+
+
+def _changes(entry: Entry, store: Store | None) -> str:
+    """The file changes a tool call made, from its checkpoints, as a capped diff."""
+    meta = entry.get("workspace")
+    if store is None or not isinstance(meta, Mapping) or not meta.get("changed"):
+        return ""
+    try:
+        lines = snapshot_diff(store, str(meta["before"]), str(meta["after"]), cap=DIFF_LINES)
+    except (OSError, KeyError):
+        return f"<p>changed: {_e(', '.join(meta['changed']))} (snapshots not in the store)</p>"
+    shown = []
+    for line in lines:
+        css = "add" if line.startswith("+") else "del" if line.startswith("-") else \
+            "hunk" if line.startswith("@@") else ""
+        shown.append(f'<span class="{css}">{_e(line)}</span>')
+    return (f'<details class="diff" open><summary>changed {_e(", ".join(meta["changed"]))}'
+            f"</summary><pre>{chr(10).join(shown)}</pre></details>")

@@ -1,0 +1,135 @@
+"""The HTML export, opened in a real headless browser (Debian's chromium, driven by
+Playwright with executable_path; no browser download): no script error, every attempt's text
+on the page, a click shows the branch through an entry, hostile content does not run, and
+the embedded session file round-trips. Skipped without chromium -- except under CI=true,
+where that is a missing install step."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from mulligan.session import SessionLog
+
+PYTHON = sys.executable
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+try:
+    from playwright.sync_api import sync_playwright
+except ImportError:  # pragma: no cover - the test extras install it
+    sync_playwright = None  # type: ignore[assignment]
+MISSING = ("Debian's chromium is not installed" if CHROMIUM is None else
+           "playwright is not installed" if sync_playwright is None else None)
+if MISSING and os.environ.get("CI") == "true":
+    raise RuntimeError(f"CI must run the browser tests: {MISSING}")
+pytestmark = pytest.mark.skipif(MISSING is not None, reason=MISSING or "")
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+HOSTILE = ('Look: <script>window.pwned=1</script> <img src=x onerror="window.pwned=2"> '
+           '[x](javascript:window.pwned=3)')
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory) -> tuple[Path, Path]:
+    """A session with two attempts (the first wrote a file, the second did not), exported."""
+    tmp = tmp_path_factory.mktemp("html")
+    work, home = tmp / "work", tmp / "home"
+    work.mkdir()
+    first, second = tmp / "one.json", tmp / "two.json"
+    first.write_text(json.dumps([
+        {"role": "assistant", "content": [{"type": "toolCall", "id": "c1", "name": "write",
+                                           "arguments": {"path": "NOTES.md",
+                                                         "content": "# notes\n"}}],
+         "stop_reason": "toolUse"}, f"FIRST ATTEMPT wrote **NOTES.md**. {HOSTILE}"]))
+    second.write_text(json.dumps(["SECOND ATTEMPT answered without notes."]))
+    env = {**os.environ, "MULLIGAN_HOME": str(home)}
+    run = [PYTHON, "-m", "mulligan"]
+    subprocess.run([*run, "-p", "take notes", "--model", f"scripted:{first}"], cwd=work,
+                   env=env, check=True, capture_output=True)
+    (session,) = (home / "sessions").glob("*/*.jsonl")
+    subprocess.run([*run, "sessions", "back", str(session), "e1", "--files"], cwd=work,
+                   env=env, check=True, capture_output=True)
+    subprocess.run([*run, "-p", "answer", "-c", "--model", f"scripted:{second}"], cwd=work,
+                   env=env, check=True, capture_output=True)
+    page = tmp / "session.html"
+    subprocess.run([*run, "sessions", "export", str(session), "--format", "html", "-o",
+                    str(page)], cwd=work, env=env, check=True, capture_output=True)
+    return page, session
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        yield launched
+        launched.close()
+
+
+def opened(browser, page_file: Path):
+    page = browser.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.goto(page_file.as_uri())
+    return page, errors
+
+
+def test_the_export_is_one_private_file_that_fetches_nothing(exported):
+    page, _ = exported
+    assert stat.S_IMODE(page.stat().st_mode) == 0o600
+    text = page.read_text()
+    assert "http://" not in text.replace("http://www.w3.org", "") and "https://" not in text
+    assert "default-src 'none'" in text
+
+
+def test_the_page_loads_without_errors_and_holds_every_attempt(exported, browser):
+    page, errors = opened(browser, exported[0])
+    body = page.text_content("body")
+    assert "FIRST ATTEMPT" in body and "SECOND ATTEMPT" in body
+    assert errors == []
+
+
+def test_hostile_content_is_shown_not_run(exported, browser):
+    page, _ = opened(browser, exported[0])
+    page.click("nav details > summary")
+    page.click("nav a[data-id=e5]")
+    assert page.evaluate("window.pwned") is None
+    assert "<script>window.pwned=1</script>" in page.text_content("#e5")
+    assert page.query_selector("a[href^=javascript]") is None  # not made a link at all
+    assert page.query_selector("main img") is None
+
+
+def test_a_click_shows_the_branch_through_that_entry(exported, browser):
+    page, _ = opened(browser, exported[0])
+    assert page.is_visible("#e9") and not page.is_visible("#e5")  # the tip's branch
+    page.click("nav details > summary")
+    page.click("nav a[data-id=e5]")
+    assert page.is_visible("#e5") and page.is_visible("#e2") and not page.is_visible("#e9")
+    assert "NOTES.md" in page.text_content("#e4")  # the file change, as a diff
+    page.click("nav a[data-id=e9]")
+    assert page.is_visible("#e9") and not page.is_visible("#e5")
+
+
+def test_a_link_per_entry_opens_its_branch(exported, browser):
+    page = browser.new_page()
+    page.goto(exported[0].as_uri() + "#e3")
+    assert page.is_visible("#e3") and not page.is_visible("#e9")
+
+
+def test_the_search_box_finds_text_in_every_attempt(exported, browser):
+    page, _ = opened(browser, exported[0])
+    page.fill("#search", "first attempt")
+    assert page.is_visible("#e5") and not page.is_visible("#e9")
+
+
+def test_the_embedded_session_file_round_trips(exported, browser):
+    page, _ = opened(browser, exported[0])
+    text = page.evaluate("window.mulliganSessionText()")
+    assert text == exported[1].read_text()
+    assert len(SessionLog(exported[1]).entries()) == len(text.splitlines())
