@@ -159,3 +159,23 @@ def test_no_content_in_a_markdown_export_can_make_html_headings_or_fences(tmp_pa
         assert fenced.count(text + "\n") == 3  # the user's words, the reply's, the result's
     assert not [t for t in tokens if t.type.startswith(("bullet_list", "blockquote_open"))
                 and t.map and t.map[0] > 3]
+
+
+def test_export_html_from_the_controller_holds_every_attempt_and_never_overwrites(tmp_path):
+    from mulligan.app import Controller
+    from mulligan.app.catalog import new_session_path
+    from mulligan.testing import ScriptedModel
+
+    work, home = tmp_path / "work", tmp_path / "home"
+    work.mkdir()
+    c = Controller(ScriptedModel([say("first answer"), say("second answer")]), [], work, home,
+                   new_session_path(home, work))
+    list(c.run_prompt("one"))
+    c.back("e1")
+    list(c.run_prompt("two"))
+    page = c.export("html")
+    text = page.read_text()
+    assert page.name.endswith(".html") and stat.S_IMODE(page.stat().st_mode) == 0o600
+    assert "first answer" in text and "second answer" in text
+    with pytest.raises(ExportTargetExists):
+        c.export("html", page)
