@@ -134,7 +134,7 @@ def test_export_writes_in_the_working_folder_and_never_overwrites(tmp_path):
         c.export("md")
     copy = c.export("jsonl")
     assert SessionLog(copy).replay() == SessionLog(c.session_file).replay()
-    with pytest.raises(Refused, match="md or jsonl"):
+    with pytest.raises(Refused, match="md, jsonl or html"):
         c.export("pdf")
     c.close()
 
