@@ -90,8 +90,10 @@ def test_json_mode_prints_one_event_per_line(tmp_path):
                     "--model", script(tmp_path, "Hi there."))
     assert done.returncode == 0
     events = [json.loads(line) for line in done.stdout.splitlines()]
-    assert events[0]["type"] == "agent_start" and events[-1]["type"] == "agent_end"
-    assert "message_update" in {e["type"] for e in events}
+    assert events[0]["type"] == "session" and events[0]["file"].endswith(".jsonl")
+    assert events[1]["type"] == "agent_start" and events[-1]["type"] == "agent_end"
+    updates = [e for e in events if e["type"] == "message_update"]
+    assert updates and all(set(e) == {"type", "delta"} for e in updates)  # the delta only
     assert events[-1]["messages"][-1]["content"] == [{"type": "text", "text": "Hi there."}]
 
 
@@ -294,11 +296,24 @@ def test_session_migrate_gives_an_old_file_parents(tmp_path):
 
 
 def test_with_nothing_configured_the_embedded_model_is_announced_once_on_stderr(tmp_path):
-    # --max-turns 0 stops before the first model call, so the model file is never loaded.
-    done = mulligan(tmp_path, "-p", "hi", "--no-session", "--max-turns", "0")
+    # A task the embedded model answers at once (one call, real inference: about a second).
+    done = mulligan(tmp_path, "-p", "Say hi.", "--no-session", "--max-turns", "1")
     assert done.stderr.count("No provider configured: using the embedded "
                              "local/smollm2-135m") == 1
-    assert done.returncode == 1 and done.stdout == ""
+
+
+def test_an_empty_task_and_max_turns_0_are_usage_errors(tmp_path):
+    for args in (["-p", ""], ["-p", "  "], ["-p", "x", "--max-turns", "0"]):
+        done = mulligan(tmp_path, *args, "--model", script(tmp_path, "never"))
+        assert done.returncode == 2 and "usage:" in done.stderr, args
+
+
+def test_piped_stdin_is_appended_to_the_task_as_claude_p_does(tmp_path):
+    done = mulligan(tmp_path, "-p", "why does it fail?", "--no-session", "--mode", "json",
+                    "--model", script(tmp_path, "ok"), stdin="Traceback: boom\n")
+    first_user = next(json.loads(line) for line in done.stdout.splitlines()
+                      if '"role":"user"' in line)
+    assert first_user["message"]["content"] == "why does it fail?\n\nTraceback: boom\n"
 
 
 def test_print_mode_reads_the_task_from_stdin_when_it_is_a_dash(tmp_path):

@@ -166,7 +166,9 @@ def test_back_in_a_real_terminal_can_keep_the_files_or_cancel(tmp_path):
     term.type("k\r")
     term.expect("kept as they are: by-bash.txt")
     assert (tmp_path / "work" / "by-bash.txt").exists()
-    term.type("\x03/quit\r")  # Ctrl-C clears the message /edit put back in the input box
+    term.expect("run it")  # the prompt is back, holding the message /edit put back
+    term.type("\x03")  # Ctrl-C clears it
+    term.type("/quit\r")
     assert term.close() == 0
 
 
@@ -199,3 +201,14 @@ def test_back_with_a_summary_in_a_real_terminal(tmp_path):
     (file,) = (tmp_path / "home" / "sessions").glob("*/*.jsonl")
     kinds = [e["type"] for e in SessionLog(file).entries()]
     assert kinds.count("branch_summary") == 2
+
+
+def test_no_session_writes_nothing_not_even_the_input_history(tmp_path):
+    (tmp_path / "work").mkdir()
+    term = Terminal(tmp_path, "--model", replies(tmp_path, "an answer"), "--no-session")
+    term.expect("/help for commands")
+    term.type("a question\r")
+    term.expect("an answer")
+    term.type("/quit\r")
+    assert term.close() == 0
+    assert not (tmp_path / "home").exists()

@@ -477,3 +477,30 @@ def test_a_tool_call_whose_arguments_are_not_an_object_is_shown_not_a_crash():
     renderer.render({"type": "tool_execution_start", "tool_call_id": "c1", "tool_name": "read",
                      "arguments": ["main.py"]})
     assert '▸ read ["main.py"]' in buffer.getvalue()
+
+
+def test_extra_arguments_to_a_slash_command_are_refused_not_ignored(tmp_path, new_file):
+    c = controller(tmp_path, ScriptedModel([say("ok")]), new_file)
+    with repl_on(c) as repl:
+        repl.type("hi\r")
+        assert "/fork takes no arguments" in repl.type("/fork now please\r")
+        assert "usage: /tree [all]" in repl.type("/tree everything\r")
+        assert "/model takes at most 1 argument" in repl.type("/model a b\r")
+        assert not c.session_file.with_name("x").exists()
+
+
+def test_label_without_text_on_an_unlabelled_entry_says_so(tmp_path, new_file):
+    c = controller(tmp_path, ScriptedModel([say("ok")]), new_file)
+    with repl_on(c) as repl:
+        repl.type("hi\r")
+        assert "e2 has no label to take off" in repl.type("/label e2\r")
+        repl.type("/label e2 the ask\r")
+        assert "label taken off e2" in repl.type("/label e2\r")
+
+
+def test_the_session_you_are_in_is_not_shown_as_in_use(tmp_path, new_file):
+    c = controller(tmp_path, ScriptedModel([say("ok")]), new_file)
+    with repl_on(c) as repl:
+        repl.type("hi\r")
+        shown = repl.type("/sessions\r")
+        assert "(this session)" in shown and "in use by pid" not in shown

@@ -150,7 +150,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             return modes.gc(args, out)
         if args.mode != "text" and args.print is None:
             raise modes.UsageError("--mode needs -p")
+        if args.max_turns is not None and args.max_turns < 1:
+            raise modes.UsageError("--max-turns must be at least 1")
         if args.print is not None:
+            if not args.print.strip():
+                raise modes.UsageError("-p needs a task: -p \"TASK\", or -p - to read it "
+                                       "from stdin")
             if args.resume:
                 raise modes.UsageError("-r/--resume picks interactively; use -c or --session "
                                        "with -p")

@@ -118,10 +118,16 @@ def run_print(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from mulligan.frontends.json_lines import JsonRenderer
 
     task = sys.stdin.read() if args.print == "-" else args.print
+    piped = _piped_stdin() if args.print != "-" else ""
+    if piped.strip():  # `cat log | mulligan -p "why does it fail?"`, as claude -p does
+        task = f"{task}\n\n{piped}"
     controller = build_controller(args, err)
     try:
         controller.hold_lease()
         renderer: Any = JsonRenderer(out) if args.mode == "json" else FinalTextRenderer(out, err)
+        if args.mode == "json":
+            file = controller.session_file
+            renderer.session(str(file) if file is not None else None, str(controller.cwd))
 
         pressed: list[int] = []
         ended_by: list[int] = []
@@ -153,6 +159,21 @@ def run_print(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         controller.close()
 
 
+def _piped_stdin(wait: float = 1.0) -> str:
+    """What a pipe or a file on stdin holds ("" for a terminal, /dev/null, a closed stdin, or a
+    pipe that says nothing within `wait` seconds: a script's idle stdin must not hang -p)."""
+    import select
+    import stat
+
+    try:
+        mode = os.fstat(0).st_mode
+    except OSError:
+        return ""
+    if stat.S_ISREG(mode) or (stat.S_ISFIFO(mode) and select.select([0], [], [], wait)[0]):
+        return sys.stdin.read() if sys.stdin is not None else ""
+    return ""
+
+
 def run_interactive(args: argparse.Namespace, err: TextIO) -> int:
     """The REPL in the working folder."""
     from rich.console import Console
@@ -169,7 +190,9 @@ def run_interactive(args: argparse.Namespace, err: TextIO) -> int:
     console = Console(highlight=False)
     for line in banner(controller):
         console.print(line, style="dim", markup=False, highlight=False, soft_wrap=True)
-    status = Repl(controller, console=console, history_file=home_of() / "history").run()
+    # --no-session writes nothing, the input history included.
+    history = None if args.no_session else home_of() / "history"
+    status = Repl(controller, console=console, history_file=history).run()
     if controller.started and controller.session_file is not None:
         with contextlib.suppress(OSError):  # the terminal may be gone (SIGHUP)
             console.print(f"session saved in {controller.session_file} (mulligan -c to "

@@ -20,6 +20,7 @@ from mulligan.app.lease import is_free, read_holder
 from mulligan.frontends.live import compaction_line
 from mulligan.frontends.tree import render_tree
 from mulligan.session import SessionError, UnknownEntry
+from mulligan.session.branches import labels_of
 
 COMMANDS: dict[str, tuple[str, str]] = {
     "tree": ("[all]", "the session as a tree; 'all' unfolds abandoned attempts"),
@@ -68,7 +69,7 @@ def help_lines() -> list[str]:
 
 
 def format_sessions(found: Sequence[SessionSummary], *, numbered: bool = False,
-                    show_folder: bool = False) -> list[str]:
+                    show_folder: bool = False, current: Path | None = None) -> list[str]:
     """One line per session: name (or first words), entries, branches, last activity, file."""
     if not found:
         return ["(no sessions yet)"]
@@ -81,7 +82,9 @@ def format_sessions(found: Sequence[SessionSummary], *, numbered: bool = False,
             continue
         title = s.name or (s.first_message[:40] + ("…" if len(s.first_message) > 40 else ""))
         folder = f"  [{s.cwd}]" if show_folder and s.cwd else ""
-        if not is_free(s.path):
+        if current is not None and s.path.resolve() == Path(current).resolve():
+            folder += "  (this session)"
+        elif not is_free(s.path):
             folder += f"  (in use by pid {(read_holder(s.path) or {}).get('pid', '?')})"
         lines.append(f"{lead}{when}  {s.entries:>4} entries  {s.branches:>2} branch"
                      f"{'es' if s.branches != 1 else '  '}  {title or '(untitled)'}{folder}"
@@ -103,6 +106,11 @@ def run_command(controller: Controller, line: str, *, width: int = 80,
     handler = _HANDLERS.get(name)
     if handler is None:
         return Outcome([f"unknown command /{name}; /help lists them"], error=True)
+    most = _MOST_ARGS.get(name)
+    if most is not None and len([a for a in args if a != "--summary"]) > most:
+        usage = f"/{name} {COMMANDS.get(name, ('', ''))[0]}".strip()
+        return Outcome([f"/{name} takes {'no' if most == 0 else f'at most {most}'} "
+                        f"argument{'s' if most != 1 else ''}: {usage}"], error=True)
     if name in _GOING_BACK:  # these may summarise: the REPL shows the summary's events
         handler = functools.partial(_GOING_BACK[name], on_event=on_event)
     try:
@@ -114,6 +122,8 @@ def run_command(controller: Controller, line: str, *, width: int = 80,
 
 
 def _tree(c: Controller, args: list[str], width: int) -> Outcome:
+    if args and args[0] != "all":
+        return Outcome(["usage: /tree [all]"], error=True)
     entries, tip = c.tree()
     return Outcome(render_tree(entries, tip, fold=not (args and args[0] == "all"), width=width))
 
@@ -216,6 +226,10 @@ def _diff(c: Controller, args: list[str], width: int) -> Outcome:
 def _label(c: Controller, args: list[str], width: int) -> Outcome:
     if not args:
         return Outcome(["usage: /label ID TEXT"], error=True)
+    if not args[1:] and args[0] not in labels_of(c.entries()):
+        c.tree()  # refused like the other commands when there is no file yet
+        return Outcome([f"/label: {args[0]} has no label to take off; /label {args[0]} TEXT "
+                        "labels it"], error=True)
     c.label(args[0], " ".join(args[1:]))
     return Outcome([f"labelled {args[0]}" if args[1:] else f"label taken off {args[0]}"])
 
@@ -234,16 +248,19 @@ def _fork(c: Controller, args: list[str], width: int) -> Outcome:
 
 
 def _sessions(c: Controller, args: list[str], width: int) -> Outcome:
-    every = bool(args and args[0] == "all")
+    if args and args[0] != "all":
+        return Outcome(["usage: /sessions [all]"], error=True)
+    every = bool(args)
     # Numbers are what `/resume N` takes, and it counts this folder's sessions only.
     return Outcome(format_sessions(c.sessions(every_folder=every), numbered=not every,
-                                   show_folder=every))
+                                   show_folder=every, current=c.session_file))
 
 
 def _resume(c: Controller, args: list[str], width: int) -> Outcome:
     found = c.sessions()
     if not args:
-        return Outcome(format_sessions(found, numbered=True), pick="resume",
+        return Outcome(format_sessions(found, numbered=True, current=c.session_file),
+                       pick="resume",
                        choices=[(str(s.path), s.name or s.first_message) for s in found])
     target = args[0]
     chosen = found[int(target) - 1].path if target.isdigit() and 0 < int(target) <= len(found) \
@@ -316,6 +333,11 @@ def _quit(c: Controller, args: list[str], width: int) -> Outcome:
 
 
 _GOING_BACK = {"back": _back, "edit": _edit, "compact": _compact}
+# The most arguments each command takes (None: the rest of the line is its text).
+_MOST_ARGS: dict[str, int | None] = {
+    "tree": 1, "back": 1, "edit": 1, "diff": 1, "label": None, "name": None, "fork": 0,
+    "sessions": 1, "resume": 1, "model": 1, "export": 2, "permissions": 1, "compact": None,
+    "help": 0, "quit": 0, "exit": 0}
 _HANDLERS = {"tree": _tree, "back": _back, "edit": _edit, "diff": _diff, "label": _label,
              "name": _name, "fork": _fork, "sessions": _sessions, "resume": _resume,
              "model": _model, "export": _export, "permissions": _permissions, "help": _help,

@@ -15,7 +15,10 @@ from mulligan.messages import is_failed
 class JsonRenderer:
     """``renderer(event)`` writes `event` as one line of JSON to `out` and flushes it, so a
     reader at the other end of a pipe sees each event as it happens. Keys and values are the
-    event's own (see mulligan.loop); nothing is added or left out. Something that is not JSON
+    event's own (see mulligan.loop), but for message_update, which is written without its
+    `message` (the whole partial reply again, on every delta: a 1.7 KB answer made 334 KB of
+    JSON lines): its `delta` is what is new. `session(file)` writes the first line, naming
+    the session file. Something that is not JSON
     (it should never be there) is written as its ``str``. An integer over 64 bits (a model may
     put one in a tool call's arguments) is written as the number it is.
 
@@ -27,7 +30,13 @@ class JsonRenderer:
         self.out = out if out is not None else sys.stdout
         self.status = 0
 
+    def session(self, file: str | None, cwd: str) -> None:
+        """The first line: which session file the run is recorded in (None: not saved)."""
+        self({"type": "session", "file": file, "cwd": cwd})
+
     def __call__(self, event: Mapping[str, Any]) -> None:
+        if event.get("type") == "message_update":
+            event = {"type": "message_update", "delta": event.get("delta")}
         try:
             line = orjson.dumps(event, default=str).decode()
         except TypeError:  # orjson refuses integers over 64 bits; the standard library does not
