@@ -37,7 +37,6 @@ URL_VARIABLES = {"anthropic": "ANTHROPIC_BASE_URL", "openai": "OPENAI_BASE_URL"}
 _TOP_LEVEL = ("model", "providers", "local", "tools", "checkpoints", "summarize_on_back",
               "permission_mode", "compaction")
 # [tools]: what the coding tools may see and do (read by the coding session, mulligan.app).
-_TOOLS = ("hide_env", "bash_timeout", "bash_timeout_max")
 _SETTINGS: dict[str, dict[str, type | tuple[type, ...]]] = {
     "anthropic": {"api_key": str, "base_url": str, "max_tokens": int, "thinking_budget": int,
                   "timeout": (int, float), "max_retries": int, "idle_timeout": (int, float),
@@ -87,20 +86,15 @@ def load_config(home: Path) -> dict[str, Any]:
     _check_fields(path, "compaction", config.get("compaction", {}),
                   {"auto": bool, "keep_tokens": int, "reserve_tokens": int, "model": str})
     tools = config.get("tools", {})
-    if not isinstance(tools, dict):
-        raise ConfigError(f"{path}: [tools] must be a table")
+    _check_fields(path, "tools", tools, {"hide_env": list, "bash_timeout": (int, float),
+                                         "bash_timeout_max": (int, float)})
     for key, value in tools.items():
-        if key not in _TOOLS:
-            raise ConfigError(f"{path}: [tools] {key}: unknown setting; known: "
-                              f"{', '.join(_TOOLS)}")
-        if key == "hide_env":
-            good = isinstance(value, list) and all(isinstance(v, str) for v in value)
-            wanted = "a list of variable names"
-        else:
-            good = isinstance(value, int | float) and not isinstance(value, bool) and value > 0
-            wanted = "a number of seconds above 0"
-        if not good:
-            raise ConfigError(f"{path}: [tools] {key} = {value!r}: expected {wanted}")
+        if key == "hide_env" and not all(isinstance(v, str) for v in value):
+            raise ConfigError(f"{path}: [tools] hide_env = {value!r}: expected a list of "
+                              "variable names")
+        if key != "hide_env" and value <= 0:
+            raise ConfigError(f"{path}: [tools] {key} = {value!r}: expected a number of "
+                              "seconds above 0")
     return config
 
 
