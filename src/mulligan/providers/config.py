@@ -32,11 +32,11 @@ from mulligan.providers.errors import ConfigError
 CONFIG_NAME = "config.toml"
 KEY_VARIABLES = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
 URL_VARIABLES = {"anthropic": "ANTHROPIC_BASE_URL", "openai": "OPENAI_BASE_URL"}
-# The file's top level: the default model and two tables ([local] is checked by the local
-# provider, when a local model is resolved).
+# The file's top level: the default model, the providers' tables ([local] is checked by the
+# local provider, when a local model is resolved) and the coding session's settings (read by
+# mulligan.app; checked here, so a typo is named at once).
 _TOP_LEVEL = ("model", "providers", "local", "tools", "checkpoints", "summarize_on_back",
               "permission_mode", "compaction")
-# [tools]: what the coding tools may see and do (read by the coding session, mulligan.app).
 _SETTINGS: dict[str, dict[str, type | tuple[type, ...]]] = {
     "anthropic": {"api_key": str, "base_url": str, "max_tokens": int, "thinking_budget": int,
                   "timeout": (int, float), "max_retries": int, "idle_timeout": (int, float),
