@@ -100,3 +100,35 @@ def test_the_final_text_renderer_can_be_a_listener_and_starts_afresh_each_run() 
     assert render.status == 0
     assert out.getvalue() == "Back up.\n"
     assert err.getvalue() == "Error: The model failed: RuntimeError: down\n"
+
+
+def live_screen(tmp_path, *calls) -> str:
+    from rich.console import Console
+
+    from mulligan.frontends.live import LiveRenderer
+    from mulligan.tools import coding_tools
+
+    out = io.StringIO()
+    renderer = LiveRenderer(Console(file=out, width=100, color_system=None))
+    script = [reply(c) for c in calls] + [say("done")]
+    for event in Harness(ScriptedModel(script), "system", coding_tools(tmp_path)).prompt("go"):
+        renderer.render(event)
+    return out.getvalue()
+
+
+def test_the_live_view_shows_bash_as_its_command_its_last_lines_and_a_failing_exit(tmp_path):
+    shown = live_screen(tmp_path, call("bash", {"command": "seq 1 9; exit 3"}, id="b1"))
+    assert "▸ bash $ seq 1 9; exit 3" in shown
+    assert "… 5 earlier lines" in shown and "│ 9" in shown and "│ 1\n" not in shown
+    assert "└ exit 3" in shown
+
+
+def test_the_live_view_shows_an_edit_and_a_write_as_the_lines_they_change(tmp_path):
+    (tmp_path / "m.py").write_text("x = 1\n")
+    shown = live_screen(tmp_path,
+                        call("edit", {"path": "m.py", "old_text": "x = 1", "new_text": "x = 2"},
+                             id="e1"),
+                        call("write", {"path": "new.py", "content": "a\nb\n"}, id="w1"))
+    assert "▸ edit m.py  -1 +1" in shown and "- x = 1" in shown and "+ x = 2" in shown
+    assert "▸ write new.py  -0 +2" in shown and "+ a" in shown and "+ b" in shown
+    assert '"old_text"' not in shown  # never the escaped JSON

@@ -465,7 +465,8 @@ def test_the_banner_and_resume_count_one_message_in_the_singular(tmp_path, new_f
     other = new_file.with_name("other.jsonl")
     SessionLog(other).append_message(user("a"))
     SessionLog(other).append_message(say("b"))
-    assert resume_to(c, str(other)).lines == [f"resumed {other} (2 messages on its branch)"]
+    assert resume_to(c, str(other)).lines == [f"resumed {other} (2 messages on its branch)",
+                                              "  you: a", "  ai: b"]  # where it left off
     c.close()
 
 
@@ -504,3 +505,23 @@ def test_the_session_you_are_in_is_not_shown_as_in_use(tmp_path, new_file):
         repl.type("hi\r")
         shown = repl.type("/sessions\r")
         assert "(this session)" in shown and "in use by pid" not in shown
+
+
+def test_new_starts_a_fresh_session_in_the_same_folder_leaving_the_old_one(tmp_path, new_file):
+    c = controller(tmp_path, ScriptedModel([say("first"), say("second")]), new_file)
+    with repl_on(c) as repl:
+        repl.type("one\r")
+        assert "a new session" in repl.type("/clear\r")
+        assert c.harness.messages == ()
+        repl.type("two\r")
+    assert c.session_file != new_file and len(SessionLog(new_file).replay()) == 2
+    assert [m.get("content") for m in SessionLog(c.session_file).replay()][0] == "two"
+
+
+def test_sessions_say_which_ones_are_copies(tmp_path, new_file):
+    c = controller(tmp_path, ScriptedModel([say("ok")]), new_file)
+    with repl_on(c) as repl:
+        repl.type("hi\r")
+        repl.type("/fork\r")
+        shown = repl.type("/sessions\r")
+    assert f"(a copy of {new_file.name})" in shown

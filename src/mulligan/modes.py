@@ -178,6 +178,7 @@ def run_interactive(args: argparse.Namespace, err: TextIO) -> int:
     """The REPL in the working folder."""
     from rich.console import Console
 
+    from mulligan.frontends.commands import recap
     from mulligan.frontends.repl import Repl, banner
 
     if not sys.stdin.isatty():
@@ -190,6 +191,8 @@ def run_interactive(args: argparse.Namespace, err: TextIO) -> int:
     console = Console(highlight=False)
     for line in banner(controller):
         console.print(line, style="dim", markup=False, highlight=False, soft_wrap=True)
+    for line in recap(controller.harness.messages):  # resuming: where the branch left off
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
     # --no-session writes nothing, the input history included.
     history = None if args.no_session else home_of() / "history"
     status = Repl(controller, console=console, history_file=history).run()

@@ -65,6 +65,7 @@ class SessionSummary:
     last_activity: str
     first_message: str
     problem: str = ""
+    origin: str = ""  # the session a fork or an export was copied from
 
 
 def summarize(path: Path) -> SessionSummary:
@@ -79,18 +80,19 @@ def summarize(path: Path) -> SessionSummary:
         entries = SessionLog(path).entries()
     except (SessionError, OSError, ValueError) as exc:
         return SessionSummary(path, "", "", 0, 0, mtime, "", problem=str(exc))
-    name, cwd, first = "", "", ""
+    name, cwd, first, origin = "", "", "", ""
     for entry in entries:
         if entry.get("type") == "session_info":
             name = str(entry.get("name") or "") or name
             cwd = cwd or str(entry.get("cwd") or "")
+            origin = origin or str(entry.get("origin_file") or "")
         message = message_of(entry)
         if not first and message is not None and message.get("role") == "user":
             first = " ".join(str(message.get("content", "")).split())
     last = entries[-1].get("timestamp") if entries else None
     last = last if isinstance(last, str) else None  # a hand-edited file may hold anything
     return SessionSummary(path, name, cwd, len(entries), len(message_leaves(entries)),
-                          last or mtime, first)
+                          last or mtime, first, origin=origin)
 
 
 def session_files(home: Path, cwd: Path | None = None) -> list[Path]:

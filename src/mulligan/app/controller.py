@@ -466,6 +466,17 @@ class Controller:
     def sessions(self, *, every_folder: bool = False) -> list[SessionSummary]:
         return list_sessions(self.home, None if every_folder else self.cwd)
 
+    def new_session(self) -> Path | None:
+        """Start a new session in the same folder (/new): the next message opens a new file;
+        the current one is left as it is. Returns the new file (None for --no-session)."""
+        self._idle("/new")
+        self._pending_name = None
+        if self._log is None:
+            self._rebuild([])
+            return None
+        self._open(new_session_path(self.home, self.cwd))
+        return self.session_file
+
     def resume(self, session_file: Path) -> None:
         """Carry on in another session file (leased now; LeaseHeld if another process has it)."""
         self._idle("/resume")

@@ -17,6 +17,7 @@ from typing import Any
 from mulligan.app import Controller, LeaseHeld, Refused, SessionSummary, model_label
 from mulligan.app.back import describe
 from mulligan.app.lease import is_free, read_holder
+from mulligan.brief import cut, message_line
 from mulligan.frontends.live import compaction_line
 from mulligan.frontends.tree import render_tree
 from mulligan.session import SessionError, UnknownEntry
@@ -39,6 +40,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
                                          "session, or every attempt as one HTML page"),
     "permissions": ("[ask|edits|auto]", "show or switch the permission mode"),
     "compact": ("[INSTRUCTIONS]", "summarise the older part of the conversation now"),
+    "new": ("", "start a new session in this folder (alias /clear)"),
     "help": ("", "this list"),
     "quit": ("", "leave (Ctrl-D, or Ctrl-C twice, also quit)"),
 }
@@ -82,6 +84,8 @@ def format_sessions(found: Sequence[SessionSummary], *, numbered: bool = False,
             continue
         title = s.name or (s.first_message[:40] + ("…" if len(s.first_message) > 40 else ""))
         folder = f"  [{s.cwd}]" if show_folder and s.cwd else ""
+        if s.origin:
+            folder += f"  (a copy of {Path(s.origin).name})"
         if current is not None and s.path.resolve() == Path(current).resolve():
             folder += "  (this session)"
         elif not is_free(s.path):
@@ -274,7 +278,7 @@ def resume_to(c: Controller, target: str) -> Outcome:
         return Outcome([f"/resume: no session file {target}"], error=True)
     c.resume(Path(target))
     return Outcome([f"resumed {target} ({count(len(c.harness.messages), 'message')} on its "
-                    "branch)"])
+                    "branch)", *recap(c.harness.messages)])
 
 
 def count(number: int, noun: str) -> str:
@@ -321,6 +325,27 @@ def _permissions(c: Controller, args: list[str], width: int) -> Outcome:
     return Outcome([c.set_permission_mode(args[0])])
 
 
+def _new(c: Controller, args: list[str], width: int) -> Outcome:
+    file = c.new_session()
+    where = f"; it will be {file}" if file is not None else " (not saved)"
+    return Outcome([f"a new session{where}, written at the first message"])
+
+
+def recap(messages: Sequence[Any], exchanges: int = 3) -> list[str]:
+    """The last few exchanges of a branch, a line each: what resuming shows."""
+    users = [at for at, m in enumerate(messages) if m.get("role") == "user"]
+    start = users[-exchanges] if len(users) >= exchanges else 0
+    lines = []
+    for message in messages[start:]:
+        if message.get("role") in ("user", "assistant"):
+            line = message_line(message)
+            if line != "ai: (empty)":
+                lines.append("  " + cut(line, 110))
+    if start > 0:
+        lines.insert(0, f"  … {start} earlier messages")
+    return lines
+
+
 def _help(c: Controller, args: list[str], width: int) -> Outcome:
     lines = help_lines()
     if c.permissions is not None:
@@ -337,8 +362,8 @@ _GOING_BACK = {"back": _back, "edit": _edit, "compact": _compact}
 _MOST_ARGS: dict[str, int | None] = {
     "tree": 1, "back": 1, "edit": 1, "diff": 1, "label": None, "name": None, "fork": 0,
     "sessions": 1, "resume": 1, "model": 1, "export": 2, "permissions": 1, "compact": None,
-    "help": 0, "quit": 0, "exit": 0}
+    "help": 0, "quit": 0, "exit": 0, "new": 0, "clear": 0}
 _HANDLERS = {"tree": _tree, "back": _back, "edit": _edit, "diff": _diff, "label": _label,
              "name": _name, "fork": _fork, "sessions": _sessions, "resume": _resume,
              "model": _model, "export": _export, "permissions": _permissions, "help": _help,
-             "quit": _quit, "exit": _quit, "compact": _compact}
+             "quit": _quit, "exit": _quit, "compact": _compact, "new": _new, "clear": _new}

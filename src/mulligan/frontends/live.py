@@ -92,11 +92,12 @@ class LiveRenderer:
         elif kind == "message_end":
             self._message_end(event["message"])
         elif kind == "tool_execution_start":
-            shown = arguments_text(event.get("arguments") or {}, room=100)
-            self._line(Text("▸ ", style="cyan")
-                       + Text(f"{event.get('tool_name')} {shown}", style="dim"))
+            self._call(str(event.get("tool_name")), event.get("arguments") or {})
         elif kind == "tool_execution_end":
-            self._result(event.get("result") or {}, bool(event.get("is_error")))
+            if event.get("tool_name") == "bash":
+                self._bash_result(event.get("result") or {}, bool(event.get("is_error")))
+            else:
+                self._result(event.get("result") or {}, bool(event.get("is_error")))
         elif kind == "compaction_start":
             self._line(f"compacting the conversation ({event.get('tokens_before')} tokens, "
                        f"{event.get('reason')})…", "yellow")
@@ -128,6 +129,50 @@ class LiveRenderer:
             self._line(f"error: {message.get('error_message', 'the run failed')}", "bold red")
         elif reason == "aborted":
             self._line("(aborted)", "yellow")
+
+    def _call(self, name: str, arguments: Any) -> None:
+        """One line for a tool call, readable: bash's command, a write's or an edit's file
+        with the lines it puts in (green) and takes out (red); others' arguments in brief."""
+        head = Text("▸ ", style="cyan")
+        if not isinstance(arguments, Mapping) or name not in ("bash", "write", "edit"):
+            self._line(head + Text(f"{name} {arguments_text(arguments, room=100)}",
+                                   style="dim"))
+            return
+        if name == "bash":
+            command = str(arguments.get("command", ""))
+            first, _, more = command.partition("\n")
+            self._line(head + Text("bash ", style="dim") + Text(f"$ {first}", style="bold")
+                       + Text(" …" if more else "", style="dim"))
+            return
+        path = str(arguments.get("path", ""))
+        removed = str(arguments.get("old_text", "")).splitlines() if name == "edit" else []
+        added = str(arguments.get("new_text" if name == "edit" else "content", "")).splitlines()
+        self._line(head + Text(f"{name} ", style="dim") + Text(path, style="bold")
+                   + Text(f"  -{len(removed)} +{len(added)}", style="dim"))
+        for sign, lines, style in (("-", removed, "red"), ("+", added, "green")):
+            for line in lines[: self.fold_lines]:
+                self._line(Text(f"  {sign} {line}", style=style))
+            if len(lines) > self.fold_lines:
+                self._line(Text(f"  {sign} … {len(lines) - self.fold_lines} more", style=style))
+
+    def _bash_result(self, result: dict[str, Any], is_error: bool) -> None:
+        """bash's output from its end, where the verdict is, and a red exit code."""
+        lines = str(result.get("content", "")).splitlines() or ["(no output)"]
+        verdict = lines[-1] if lines[-1].startswith("[exit code ") or lines[-1].startswith(
+            "[Timed out") or lines[-1].startswith("[killed by signal") else None
+        if verdict is not None:
+            lines = lines[:-1]
+        hidden = len(lines) - self.fold_lines
+        if hidden > 0:
+            self._line(Text(f"  │ … {hidden} earlier line{'s' if hidden > 1 else ''}",
+                            style="cyan dim"))
+        for line in lines[-self.fold_lines:]:
+            self._line(Text("  │ ", style="cyan") + Text(line, style="red" if is_error
+                                                          else "dim"))
+        if verdict is not None:
+            code = verdict.removeprefix("[exit code ").rstrip("]")
+            shown = f"exit {code}" if verdict.startswith("[exit code ") else verdict.strip("[]")
+            self._line(Text(f"  └ {shown}", style="bold red"))
 
     def _result(self, result: dict[str, Any], is_error: bool) -> None:
         lines = str(result.get("content", "")).splitlines() or ["(no output)"]
