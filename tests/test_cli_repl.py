@@ -3,14 +3,21 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import pty
 import re
 import select
+import shutil
+import struct
 import subprocess
 import sys
+import termios
+import time
 from pathlib import Path
+
+import pytest
 
 from mulligan.session import SessionLog
 
@@ -21,12 +28,16 @@ ANSI = re.compile(rb"\x1b\[[0-9;?]*[A-Za-z]|\x1b[()][A-Z0-9]|\r")
 class Terminal:
     """One mulligan process on a pty; `expect` reads until some text has appeared."""
 
-    def __init__(self, tmp_path: Path, *args: str) -> None:
+    def __init__(self, tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> None:
+        extra = env or {}
         env = {**os.environ, "MULLIGAN_HOME": str(tmp_path / "home"), "TERM": "xterm",
                "COLUMNS": "100", "LINES": "40", "PROMPT_TOOLKIT_NO_CPR": "1"}
         env.pop("ANTHROPIC_API_KEY", None)
         env.pop("OPENAI_API_KEY", None)
+        env.update(extra)
         self.fd, child = pty.openpty()
+        # A real terminal has a size: 40 rows of 100 columns (the toolbar needs rows).
+        fcntl.ioctl(child, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 100, 0, 0))
         os.set_blocking(self.fd, True)
         self.process = subprocess.Popen([PYTHON, "-m", "mulligan", *args], cwd=tmp_path / "work",
                                         env=env, stdin=child, stdout=child, stderr=child,
@@ -99,7 +110,7 @@ def test_back_then_quit_then_continue_follows_the_branch_point(tmp_path):
         "first", "again"]
 
 
-def test_resume_picks_a_session_from_a_numbered_list(tmp_path):
+def test_resume_picks_a_session_with_the_arrow_keys(tmp_path):
     (tmp_path / "work").mkdir()
     model = replies(tmp_path, "ok")
     for prompt in ("older session", "newer session"):
@@ -108,9 +119,11 @@ def test_resume_picks_a_session_from_a_numbered_list(tmp_path):
                               env={**os.environ, "MULLIGAN_HOME": str(tmp_path / "home")})
         assert done.returncode == 0
     term = Terminal(tmp_path, "-r", "--model", model)
-    listed = term.expect("number (Enter cancels):")
-    assert listed.index("newer session") < listed.index("older session")
-    term.type("2\r")
+    listed = term.expect("older session")
+    assert "↑/↓ and Enter" in listed and listed.index("newer session") < listed.index(
+        "older session")
+    term.type("\x1b[B")  # arrow down, to the older one
+    term.type("\r")
     banner = term.expect("/help for commands")
     assert "(2 messages)" in banner
     term.type("/tree\r")
@@ -186,7 +199,7 @@ def test_back_with_a_summary_in_a_real_terminal(tmp_path):
     term.type("run it\r")
     term.expect("ran it")
     term.type("/back e1\r")
-    term.expect("s: with a summary of the attempt")
+    term.expect("s: with a summary of")
     term.type("s\r")
     term.expect("summarising the attempt")
     term.expect("summary of the attempt left (written by the model)")
@@ -212,3 +225,75 @@ def test_no_session_writes_nothing_not_even_the_input_history(tmp_path):
     term.type("/quit\r")
     assert term.close() == 0
     assert not (tmp_path / "home").exists()
+
+
+def test_back_picks_a_message_with_the_arrow_keys_in_a_real_terminal(tmp_path):
+    (tmp_path / "work").mkdir()
+    term = Terminal(tmp_path, "--model", replies(tmp_path, "one", "two", "three"))
+    term.expect("/help for commands")
+    term.type("first\r")
+    term.expect("one")
+    term.type("second\r")
+    term.expect("two")
+    term.type("/back\r")
+    term.expect("first")  # the picker lists your messages, newest first
+    term.type("\x1b[B")  # arrow down: "first"
+    term.type("\r")
+    term.expect("back before e2")
+    term.type("/quit\r")
+    assert term.close() == 0
+
+
+TMUX = shutil.which("tmux")
+if TMUX is None and os.environ.get("CI") == "true":
+    raise RuntimeError("CI must run the tmux screen tests: tmux is not installed")
+
+
+@pytest.mark.skipif(TMUX is None, reason="tmux is not installed")
+def test_a_slow_stream_shows_live_with_a_spinner_then_markdown_and_the_status_line(tmp_path):
+    """In tmux (a terminal that answers cursor-position requests, so the toolbar is drawn),
+    against a local server speaking Anthropic's streaming protocol, slowly: the partial
+    line is on screen before the reply ends, with a spinner; then the reply as Markdown and
+    the status line with the context used."""
+    from fakes import anthropic_server as wire
+    from fakes.http_server import ScriptedServer
+
+    (tmp_path / "work").mkdir()
+    pieces = ["Here is ", "**the plan**", ":\n\n", "- one\n", "- two\n", "done."]
+    slow = wire.reply(wire.text_block(0, *pieces), input_tokens=1200, output_tokens=40,
+                      pace=0.5)
+    socket_name = f"mulligan-test-{os.getpid()}"
+    tmux = [TMUX, "-L", socket_name]
+
+    def screen() -> str:
+        return subprocess.run([*tmux, "capture-pane", "-t", "t", "-p"], capture_output=True,
+                              text=True).stdout
+
+    def wait_for(text: str, limit: float = 20) -> str:
+        deadline = time.monotonic() + limit
+        while time.monotonic() < deadline:
+            shown = screen()
+            if text in shown:
+                return shown
+            time.sleep(0.1)
+        raise AssertionError(f"no {text!r} on the screen:\n{screen()}")
+
+    with ScriptedServer([slow]) as server:
+        command = (f"cd {tmp_path / 'work'} && MULLIGAN_HOME={tmp_path / 'home'} "
+                   f"ANTHROPIC_API_KEY=sk-ant-test-local {PYTHON} -m mulligan --model "
+                   f"anthropic/claude-sonnet-4-6 --base-url {server.url}")
+        subprocess.run([*tmux, "new-session", "-d", "-s", "t", "-x", "100", "-y", "30",
+                        command], check=True)
+        try:
+            wait_for("/help for commands")
+            subprocess.run([*tmux, "send-keys", "-t", "t", "make a plan", "Enter"], check=True)
+            live = wait_for("**the plan**")  # the partial line, raw, while it streams
+            assert "Ctrl-C aborts" in live and "done." not in live  # the spinner line
+            final = wait_for("• one")  # the reply, rendered: a bullet, no asterisks
+            assert "**" not in final.split("make a plan", 1)[1].split("• one")[0]
+            status = wait_for("context 1.2k/200.0k")  # the status line, from usage
+            assert "claude-sonnet-4-6" in status and "$0.00" in status
+            subprocess.run([*tmux, "send-keys", "-t", "t", "/usage", "Enter"], check=True)
+            assert "1200" in wait_for("in all:")
+        finally:
+            subprocess.run([*tmux, "kill-server"], capture_output=True)

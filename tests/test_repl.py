@@ -485,7 +485,7 @@ def test_extra_arguments_to_a_slash_command_are_refused_not_ignored(tmp_path, ne
     with repl_on(c) as repl:
         repl.type("hi\r")
         assert "/fork takes no arguments" in repl.type("/fork now please\r")
-        assert "usage: /tree [all]" in repl.type("/tree everything\r")
+        assert "usage: /tree [all|go]" in repl.type("/tree everything\r")
         assert "/model takes at most 1 argument" in repl.type("/model a b\r")
         assert not c.session_file.with_name("x").exists()
 

@@ -35,6 +35,7 @@ class Sse:
     stall_after: int | None = None
     headers: dict[str, str] = field(default_factory=dict)
     delay: float = 0.0
+    pace: float = 0.0  # seconds between events: a slow stream
 
 
 @dataclass
@@ -162,6 +163,8 @@ def _handler_for(server: ScriptedServer) -> type[BaseHTTPRequestHandler]:
                     return
                 if sent == answer.stall_after:
                     self._stall()
+                    return
+                if answer.pace and sent and server.stopping.wait(answer.pace):
                     return
                 self._chunk(sse_bytes(event))
             if answer.stall_after is not None and answer.stall_after >= len(answer.events):

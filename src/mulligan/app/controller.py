@@ -34,6 +34,7 @@ from mulligan.app.lease import Lease, acquire
 from mulligan.app.models import model_label, model_parts
 from mulligan.app.permissions import MODES, Permissions
 from mulligan.app.summaries import summarize as make_summary
+from mulligan.app.usage import Usage, usage_of
 from mulligan.harness import Harness
 from mulligan.home import create_private
 from mulligan.messages import Message
@@ -453,6 +454,16 @@ class Controller:
             self._summary_abort = None
         self._rebuild(log.replay())
         return done
+
+    def usage(self) -> Usage:
+        """What the branch has used: tokens per turn, context against the window, cost."""
+        return usage_of(self.harness.messages, self.model, self.harness.system)
+
+    def session_name(self) -> str:
+        """The session's name (the newest one given), or ""."""
+        names = [e.get("name") for e in self.entries() if e.get("type") == "session_info"]
+        given = [str(n) for n in names if n]
+        return given[-1] if given else (self._pending_name or "")
 
     def set_permission_mode(self, mode: str) -> str:
         """Switch the permission mode for the next tool calls; returns its description."""

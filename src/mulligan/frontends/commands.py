@@ -19,12 +19,14 @@ from mulligan.app.back import describe
 from mulligan.app.lease import is_free, read_holder
 from mulligan.brief import cut, message_line
 from mulligan.frontends.live import compaction_line
+from mulligan.frontends.status import usage_lines
 from mulligan.frontends.tree import render_tree
 from mulligan.session import SessionError, UnknownEntry
 from mulligan.session.branches import labels_of
 
 COMMANDS: dict[str, tuple[str, str]] = {
-    "tree": ("[all]", "the session as a tree; 'all' unfolds abandoned attempts"),
+    "tree": ("[all|go]", "the session as a tree; 'all' unfolds abandoned attempts; 'go' picks "
+                         "an entry with the arrow keys to go back to"),
     "back": ("[ID] [--summary]", "go back to entry ID (the next message follows it); alone: "
                                  "pick a message; --summary: summarise the attempt left"),
     "edit": ("[ID] [--summary]", "go back to just before your message ID (default: the last) "
@@ -41,6 +43,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "permissions": ("[ask|edits|auto]", "show or switch the permission mode"),
     "compact": ("[INSTRUCTIONS]", "summarise the older part of the conversation now"),
     "new": ("", "start a new session in this folder (alias /clear)"),
+    "usage": ("", "tokens and cost of each model reply on this branch"),
     "help": ("", "this list"),
     "quit": ("", "leave (Ctrl-D, or Ctrl-C twice, also quit)"),
 }
@@ -54,7 +57,7 @@ class Outcome:
     error: bool = False
     fill: str | None = None          # put this text in the input box
     quit: bool = False
-    pick: str | None = None          # "back", "resume" or "files": open that picker
+    pick: str | None = None          # "back", "edit", "tree", "resume" or "files": a picker
     choices: list[tuple[str, str]] = field(default_factory=list)
     diff: bool = False               # the lines are a unified diff (coloured by the REPL)
 
@@ -126,9 +129,17 @@ def run_command(controller: Controller, line: str, *, width: int = 80,
 
 
 def _tree(c: Controller, args: list[str], width: int) -> Outcome:
-    if args and args[0] != "all":
-        return Outcome(["usage: /tree [all]"], error=True)
+    if args and args[0] not in ("all", "go"):
+        return Outcome(["usage: /tree [all|go]"], error=True)
     entries, tip = c.tree()
+    if args and args[0] == "go":  # pick an entry with the arrow keys, and go back to it
+        ids = {e["id"] for e in entries}
+        choices = []
+        for line in render_tree(entries, tip, fold=True, width=width):
+            found = next((w for w in line.split() if w in ids), None)
+            if found is not None:
+                choices.append((found, line[line.index(found) + len(found):].strip()))
+        return Outcome(pick="tree", choices=list(reversed(choices)))
     return Outcome(render_tree(entries, tip, fold=not (args and args[0] == "all"), width=width))
 
 
@@ -157,11 +168,23 @@ def back_before(c: Controller, entry_id: str) -> Outcome:
 def _edit(c: Controller, args: list[str], width: int,
           on_event: Callable[[dict[str, Any]], None] | None = None) -> Outcome:
     args, summarize = _summary_flag(args)
+    if args == ["--pick"]:  # Esc Esc: pick one of your messages on this branch to edit
+        choices = c.back_choices()
+        if not choices:
+            return Outcome(["/edit: there is no message of yours on this branch"], error=True)
+        return Outcome(pick="edit", choices=choices)
     if len(args) > 1:
         return Outcome(["usage: /edit [ID] [--summary]"], error=True)
     parent, text = c.edit_target(args[0] if args else None)
     return going_back(c, parent, "edit and press Enter to send again", fill=text,
                       summarize=summarize, on_event=on_event)
+
+
+def edit_before(c: Controller, entry_id: str) -> Outcome:
+    """The edit picker's choice: go back to just before your message `entry_id` and put its
+    text in the input box."""
+    parent, text = c.edit_target(entry_id)
+    return going_back(c, parent, "edit and press Enter to send again", fill=text)
 
 
 def _summary_flag(args: list[str]) -> tuple[list[str], bool]:
@@ -325,6 +348,10 @@ def _permissions(c: Controller, args: list[str], width: int) -> Outcome:
     return Outcome([c.set_permission_mode(args[0])])
 
 
+def _usage(c: Controller, args: list[str], width: int) -> Outcome:
+    return Outcome(usage_lines(c.usage()))
+
+
 def _new(c: Controller, args: list[str], width: int) -> Outcome:
     file = c.new_session()
     where = f"; it will be {file}" if file is not None else " (not saved)"
@@ -362,8 +389,9 @@ _GOING_BACK = {"back": _back, "edit": _edit, "compact": _compact}
 _MOST_ARGS: dict[str, int | None] = {
     "tree": 1, "back": 1, "edit": 1, "diff": 1, "label": None, "name": None, "fork": 0,
     "sessions": 1, "resume": 1, "model": 1, "export": 2, "permissions": 1, "compact": None,
-    "help": 0, "quit": 0, "exit": 0, "new": 0, "clear": 0}
+    "help": 0, "quit": 0, "exit": 0, "new": 0, "clear": 0, "usage": 0}
 _HANDLERS = {"tree": _tree, "back": _back, "edit": _edit, "diff": _diff, "label": _label,
              "name": _name, "fork": _fork, "sessions": _sessions, "resume": _resume,
              "model": _model, "export": _export, "permissions": _permissions, "help": _help,
-             "quit": _quit, "exit": _quit, "compact": _compact, "new": _new, "clear": _new}
+             "quit": _quit, "exit": _quit, "compact": _compact, "new": _new, "clear": _new,
+             "usage": _usage}

@@ -9,10 +9,12 @@ transcript or the session file.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from typing import Any
 
 from rich.console import Console
+from rich.markdown import Markdown
 from rich.text import Text
 
 from mulligan.brief import arguments_text
@@ -33,8 +35,16 @@ class LiveRenderer:
     user just typed it)."""
 
     def __init__(self, console: Console, *, fold_lines: int = 4, show_prompt: bool = False,
-                 line_buffered: bool = False):
+                 line_buffered: bool = False, markdown: bool = False):
         self.console = console
+        # The REPL on a terminal: a reply is not printed as it streams (the prompt's toolbar
+        # shows it live, partial line included) but once, complete, as Markdown.
+        self.markdown = markdown
+        self.reply = ""  # the streamed reply so far (markdown mode)
+        self.thinking = 0  # characters of thinking streamed so far
+        self.phase = "starting"  # what the run is doing: for the toolbar's spinner
+        self.since = time.monotonic()  # when that began
+        self.streamed = 0  # characters the model has sent in this run
         # Under a live prompt (patch_stdout) a partial line is overwritten when the prompt is
         # redrawn, so the REPL streams whole lines; a plain terminal gets every delta.
         self.line_buffered = line_buffered
@@ -77,10 +87,29 @@ class LiveRenderer:
         shown = text if isinstance(text, Text) else Text(text, style=style or "")
         self.console.print(shown, soft_wrap=True)
 
+    def _phase(self, phase: str) -> None:
+        self.phase, self.since = phase, time.monotonic()
+
+    def partial(self) -> str:
+        """The reply's last line so far (markdown mode): what the toolbar shows live."""
+        return self.reply.rstrip("\n").rpartition("\n")[2]
+
     def render(self, event: Mapping[str, Any]) -> None:
         kind = event.get("type")
         if kind == "message_start":
             self._streamed = False
+            self._phase("waiting for the model")
+        elif kind == "message_update" and self.markdown:
+            delta = event.get("delta") or {}
+            text = str(delta.get("delta", ""))
+            self.streamed += len(text)
+            kind_of = "writing" if delta.get("type") == "text" else "thinking"
+            if delta.get("type") == "text":
+                self.reply += text
+            elif delta.get("type") == "thinking":
+                self.thinking += len(text)
+            if self.phase != kind_of:
+                self._phase(kind_of)
         elif kind == "message_update":
             delta = event.get("delta") or {}
             if delta.get("type") == "text":
@@ -93,6 +122,7 @@ class LiveRenderer:
             self._message_end(event["message"])
         elif kind == "tool_execution_start":
             self._call(str(event.get("tool_name")), event.get("arguments") or {})
+            self._phase(f"running {event.get('tool_name')}")
         elif kind == "tool_execution_end":
             if event.get("tool_name") == "bash":
                 self._bash_result(event.get("result") or {}, bool(event.get("is_error")))
@@ -114,7 +144,9 @@ class LiveRenderer:
         if role != "assistant":
             return
         self.last = message
-        if not self._streamed:
+        if self.markdown:
+            self._markdown_end(message)
+        elif not self._streamed:
             words = text_of(message)  # type: ignore[arg-type]
             if words:
                 self._line(words)
@@ -126,9 +158,23 @@ class LiveRenderer:
         self._streamed = False
         reason = message.get("stop_reason")
         if reason == "error":
-            self._line(f"error: {message.get('error_message', 'the run failed')}", "bold red")
+            # Not "Error: ...": a reply may begin so; this line is Mulligan's own.
+            self._line(f"✗ the run stopped: {message.get('error_message', 'it failed')}",
+                       "bold red")
         elif reason == "aborted":
             self._line("(aborted)", "yellow")
+
+    def _markdown_end(self, message: Mapping[str, Any]) -> None:
+        """Markdown mode: the finished reply, rendered (code highlighted, words wrapped),
+        with its thinking folded into a line."""
+        if self.thinking:
+            self._line(f"· thought for {self.thinking} characters (folded)", "dim italic")
+        words = text_of(message)  # type: ignore[arg-type]
+        if words.strip():
+            self._flush_pending()
+            self.console.print(Markdown(words, code_theme="monokai"))
+        self.reply, self.thinking = "", 0
+        self._phase("waiting for the model")
 
     def _call(self, name: str, arguments: Any) -> None:
         """One line for a tool call, readable: bash's command, a write's or an edit's file

@@ -16,11 +16,13 @@ import asyncio
 import contextlib
 import signal
 import threading
+import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from prompt_toolkit import PromptSession, prompt
+from prompt_toolkit import PromptSession
+from prompt_toolkit.application.current import create_app_session
 from prompt_toolkit.completion import Completer, Completion
 from prompt_toolkit.document import Document
 from prompt_toolkit.history import FileHistory, History, InMemoryHistory
@@ -28,6 +30,7 @@ from prompt_toolkit.input import Input
 from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
 from prompt_toolkit.output import Output
 from prompt_toolkit.patch_stdout import patch_stdout
+from prompt_toolkit.shortcuts.choice_input import ChoiceInput
 from rich.console import Console
 
 from mulligan import __version__
@@ -38,13 +41,15 @@ from mulligan.frontends.commands import (
     Outcome,
     back_before,
     count,
+    edit_before,
     files_question,
     finish_going_back,
-    format_sessions,
+    going_back,
     resume_to,
     run_command,
 )
 from mulligan.frontends.live import LiveRenderer
+from mulligan.frontends.status import status_line
 from mulligan.home import create_private
 
 
@@ -94,10 +99,13 @@ class Repl:
         if history_file is not None:
             create_private(history_file)  # 0600 in 0700 folders: it holds every prompt typed
             history = FileHistory(str(history_file))
+        self._renderer: LiveRenderer | None = None
+        self._status = ""  # the status line, worked out when the REPL comes to rest
         self.session: PromptSession[str] = PromptSession(
             multiline=True, key_bindings=self._bindings(), history=history,
             completer=SlashCompleter(), complete_while_typing=False,
             input=input, output=output, prompt_continuation=lambda w, n, s: ". ".rjust(w),
+            bottom_toolbar=self._toolbar, refresh_interval=0.25,
         )
         self.session.default_buffer.on_text_changed += self._typed
         self._question: _Pending | None = None  # a permission question waiting for an answer
@@ -145,6 +153,14 @@ class Repl:
                 self._ctrl_c = True
                 self._print("(Ctrl-C again, or Ctrl-D, to quit)", "dim")
 
+        @kb.add("escape", "escape")
+        def _edit_picker(event: KeyPressEvent) -> None:
+            # Esc Esc on an empty prompt: pick one of your messages to edit (Claude Code's).
+            buffer = event.current_buffer
+            if not buffer.text and not self.controller.is_running:
+                buffer.text = "/edit --pick"
+                buffer.validate_and_handle()
+
         @kb.add("c-d")
         def _eof(event: KeyPressEvent) -> None:
             if event.current_buffer.text:
@@ -159,7 +175,31 @@ class Repl:
     def _print(self, text: str, style: str | None = None) -> None:
         self.console.print(text, style=style, markup=False, highlight=False, soft_wrap=True)
 
+    def _toolbar(self) -> str:
+        """Under the input: during a run, a spinner, what the run is doing, for how long,
+        the tokens so far and the reply's line being written; always the status line."""
+        renderer = self._renderer
+        lines = []
+        if renderer is not None and self.controller.is_running:
+            frame = SPINNER[int(time.monotonic() * 8) % len(SPINNER)]
+            took = time.monotonic() - renderer.since
+            line = (f"{frame} {renderer.phase} {took:.1f}s · ~{renderer.streamed // 4} tokens "
+                    "· Ctrl-C aborts")
+            partial = renderer.partial()
+            if partial:
+                lines.append(partial[-(self.console.width - 1):])
+            lines.append(line)
+        lines.append(self._status)
+        return "\n".join(lines)
+
+    def _refresh_status(self) -> None:
+        try:
+            self._status = status_line(self.controller)
+        except (ValueError, OSError) as exc:  # a damaged file must not take the prompt down
+            self._status = f"(status unavailable: {exc})"
+
     def _mark_idle(self) -> None:
+        self._refresh_status()
         with self._idle:
             self.idle_count += 1
             self._idle.notify_all()
@@ -297,7 +337,9 @@ class Repl:
 
     def _start_run(self, text: str) -> None:
         events = self.controller.run_prompt(text)
-        renderer = LiveRenderer(self.console, line_buffered=self._patch_stdout)
+        renderer = LiveRenderer(self.console, line_buffered=self._patch_stdout,
+                                markdown=self._patch_stdout)
+        self._renderer = renderer
 
         def work() -> None:
             try:
@@ -378,15 +420,11 @@ class Repl:
         """A numbered picker for /back (your earlier messages) and /resume (sessions)."""
         for shown in outcome.lines:
             self._print(shown)
-        if outcome.pick == "back":
-            for number, (entry_id, words) in enumerate(outcome.choices, 1):
-                flat = " ".join(words.split())
-                self._print(f"{number:>3}. {entry_id}  {flat[:70]}")
         if not outcome.choices:
             return Outcome()
-        picker: PromptSession[str] = PromptSession(input=self.session.input,
-                                                   output=self.session.output)
         if outcome.pick == "files":
+            picker: PromptSession[str] = PromptSession(input=self.session.input,
+                                                       output=self.session.output)
             try:
                 answer = (await picker.prompt_async(files_question(self.controller))).strip()
             except (KeyboardInterrupt, EOFError):
@@ -400,17 +438,33 @@ class Repl:
                 outcome.fill = None
             finished.fill = outcome.fill
             return finished
+        options = [(value, f"{value if outcome.pick != 'resume' else ''}  "
+                           f"{' '.join(words.split())[:90]}".strip())
+                   for value, words in outcome.choices]
+        chooser: ChoiceInput[str] = ChoiceInput(
+            message="↑/↓ and Enter to choose, a number to jump, Ctrl-C to cancel:",
+            options=options, show_numbers=True)
         try:
-            answer = (await picker.prompt_async("number (Enter cancels): ")).strip()
+            # The picker reads the REPL's own input (a pipe, in tests), not the default one.
+            with create_app_session(input=self.session.input, output=self.session.output):
+                chosen = await chooser.prompt_async()
         except (KeyboardInterrupt, EOFError):
-            answer = ""
-        if not answer.isdigit() or not 0 < int(answer) <= len(outcome.choices):
             return Outcome(["cancelled"])
-        chosen = outcome.choices[int(answer) - 1][0]
+        if chosen is None:
+            return Outcome(["cancelled"])
         width = self.width or self.console.width
         if outcome.pick == "back":
             return _safely(lambda: back_before(self.controller, chosen), width)
+        if outcome.pick == "edit":
+            return _safely(lambda: edit_before(self.controller, chosen), width)
+        if outcome.pick == "tree":
+            return _safely(lambda: going_back(self.controller, chosen,
+                                              f"back at {chosen}: your next message follows "
+                                              "it"), width)
         return _safely(lambda: resume_to(self.controller, chosen), width)
+
+
+SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 
 
 class _Pending:
@@ -455,15 +509,17 @@ def banner(controller: Controller) -> list[str]:
 
 
 def pick_session(found: list[SessionSummary]) -> Path | None:
-    """-r/--resume: list this folder's sessions, numbered, and read a choice from the terminal.
-    None when there are none or the choice is cancelled."""
+    """-r/--resume: this folder's sessions, chosen with the arrow keys and Enter (or a
+    number). None when there are none or the choice is cancelled."""
     if not found:
         print("no sessions in this folder yet")
         return None
-    for line in format_sessions(found, numbered=True):
-        print(line)
-    answer = prompt("number (Enter cancels): ").strip()
-    if not answer.isdigit() or not 0 < int(answer) <= len(found):
+    options = [(str(s.path), f"{s.last_activity.replace('T', ' ')[:16]}  {s.entries} entries  "
+                             f"{s.name or ' '.join(s.first_message.split())[:60]}")
+               for s in found]
+    try:
+        chosen = ChoiceInput(message="↑/↓ and Enter to choose, Ctrl-C to cancel:",
+                             options=options, show_numbers=True).prompt()
+    except (KeyboardInterrupt, EOFError):
         return None
-    chosen: Path = found[int(answer) - 1].path
-    return chosen
+    return Path(chosen) if chosen else None
