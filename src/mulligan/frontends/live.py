@@ -103,7 +103,8 @@ class LiveRenderer:
             delta = event.get("delta") or {}
             text = str(delta.get("delta", ""))
             self.streamed += len(text)
-            kind_of = "writing" if delta.get("type") == "text" else "thinking"
+            kind_of = {"text": "writing", "thinking": "thinking"}.get(
+                str(delta.get("type")), "preparing a tool call")
             if delta.get("type") == "text":
                 self.reply += text
             elif delta.get("type") == "thinking":
