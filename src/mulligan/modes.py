@@ -40,7 +40,7 @@ def working_folder(args: argparse.Namespace) -> Path:
 def choose_session(args: argparse.Namespace, home: Path, cwd: Path) -> Path | None:
     """The session file a run will use (None for --no-session): the app chooses, the REPL's
     picker draws the -r choice."""
-    from mulligan.frontends.repl import pick_session
+    from mulligan.frontends.pickers import pick_session
 
     return choose_session_file(home, cwd, no_session=args.no_session, session=args.session,
                                continue_=args.continue_,

@@ -24,10 +24,10 @@ from typing import Any
 
 from mulligan.app.back import Back, back_plan, go_back
 from mulligan.app.catalog import SessionSummary, list_sessions, new_session_path
-from mulligan.app.checkpoints import Checkpoints, Plan, expected_tree, workspace_of
+from mulligan.app.checkpoints import Checkpoints, Plan
 from mulligan.app.compaction import Compaction
 from mulligan.app.compaction import Settings as CompactionSettings
-from mulligan.app.diffs import snapshot_diff
+from mulligan.app.diffs import diff_span, snapshot_diff
 from mulligan.app.export import to_markdown, write_linear, write_new
 from mulligan.app.html_export import to_html
 from mulligan.app.lease import Lease, acquire
@@ -40,12 +40,7 @@ from mulligan.home import create_private
 from mulligan.messages import Message
 from mulligan.prompts import system_prompt
 from mulligan.session import SessionLog, persist_to
-from mulligan.session.branches import (
-    children_of,
-    message_of,
-    subtree_ids,
-    user_messages_on_path,
-)
+from mulligan.session.branches import message_of, user_messages_on_path
 from mulligan.session.log import timestamp
 from mulligan.session.tree import Entry
 from mulligan.tools import Tool
@@ -335,26 +330,11 @@ class Controller:
         log = self._need_file("/diff")
         if self.checkpoints is None:
             raise Refused("/diff: this session keeps no file checkpoints")
-        here = log.branch(log.tip())
-        if entry_id is None:
-            users = [i for i, e in enumerate(here) if (message_of(e) or {}).get("role") == "user"]
-            if not users:
-                raise Refused("/diff: there is no turn on this branch yet")
-            before, after = expected_tree(here[:users[-1]]), expected_tree(here)
-        else:
-            entry = log.entry(entry_id)
-            meta = workspace_of(entry)
-            if isinstance(meta.get("before"), str):
-                before, after = meta["before"], meta.get("after")
-            else:
-                upto = log.branch(entry_id)
-                before = expected_tree(upto[:-1])
-                ids = {e["id"] for e in here}
-                end = log.tip() if entry_id in ids else subtree_ids(
-                    children_of(log.entries()), entry_id)[-1]
-                after = expected_tree(log.branch(end))
-        if not isinstance(before, str) or not isinstance(after, str):
-            raise Refused("/diff: no file checkpoints were recorded there")
+        if entry_id is not None:
+            log.entry(entry_id)  # UnknownEntry naming it
+        before, after = diff_span(log, entry_id)
+        if before is None or after is None:
+            raise Refused("/diff: no turn, or no file checkpoints, there")
         return snapshot_diff(self.checkpoints.store, before, after) or [
             "(no file changed there)"]
 

@@ -1,4 +1,5 @@
-"""What the files went through between two snapshots, as a unified diff for a person.
+"""What the files went through between two snapshots, as a unified diff for a person; and
+which two snapshots /diff compares.
 
 In: the snapshot store and two snapshot ids. Out: plain text lines (``--- a/path``,
 ``+++ b/path``, ``@@``, ``+``/``-``/`` ``), made by difflib; a binary file, a link or a folder is
@@ -10,9 +11,33 @@ from __future__ import annotations
 
 import difflib
 
+from mulligan.app.checkpoints import expected_tree, workspace_of
 from mulligan.app.snapshots import Entry, Store, changed_paths
+from mulligan.session import SessionLog
+from mulligan.session.branches import children_of, message_of, subtree_ids
 
-__all__ = ["snapshot_diff"]
+__all__ = ["diff_span", "snapshot_diff"]
+
+
+def diff_span(log: SessionLog, entry_id: str | None) -> tuple[str | None, str | None]:
+    """The (before, after) snapshot ids /diff compares: by default the last turn on the
+    branch at the tip; for a tool call's result, that call; for any other entry, from just
+    before it to the end of its attempt (the tip when it is on the tip's branch, else the
+    newest entry below it). None where nothing was recorded."""
+    here = log.branch(log.tip())
+    if entry_id is None:
+        users = [at for at, e in enumerate(here)
+                 if (message_of(e) or {}).get("role") == "user"]
+        if not users:
+            return None, None
+        return expected_tree(here[:users[-1]]), expected_tree(here)
+    meta = workspace_of(log.entry(entry_id))
+    if isinstance(meta.get("before"), str):
+        return meta["before"], meta.get("after")
+    before = expected_tree(log.branch(entry_id)[:-1])
+    on_here = any(e["id"] == entry_id for e in here)
+    end = log.tip() if on_here else subtree_ids(children_of(log.entries()), entry_id)[-1]
+    return before, expected_tree(log.branch(str(end)))
 
 
 def snapshot_diff(store: Store, before_id: str, after_id: str, *, cap: int = 400) -> list[str]:

@@ -17,14 +17,12 @@ import contextlib
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from prompt_toolkit import PromptSession
 from prompt_toolkit.application.current import create_app_session
-from prompt_toolkit.completion import Completer, Completion
-from prompt_toolkit.document import Document
 from prompt_toolkit.history import FileHistory, History, InMemoryHistory
 from prompt_toolkit.input import Input
 from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
@@ -34,10 +32,9 @@ from prompt_toolkit.shortcuts.choice_input import ChoiceInput
 from rich.console import Console
 
 from mulligan import __version__
-from mulligan.app import Controller, LeaseHeld, Refused, SessionSummary, model_label
+from mulligan.app import Controller, LeaseHeld, Refused, model_label
 from mulligan.app.permissions import Answer, Question
 from mulligan.frontends.commands import (
-    COMMANDS,
     Outcome,
     back_before,
     count,
@@ -49,30 +46,9 @@ from mulligan.frontends.commands import (
     run_command,
 )
 from mulligan.frontends.live import LiveRenderer
+from mulligan.frontends.pickers import SlashCompleter
 from mulligan.frontends.status import status_line
 from mulligan.home import create_private
-
-
-class SlashCompleter(Completer):
-    """Completes command names after a leading "/" (and "all" after /tree and /sessions)."""
-
-    def get_completions(self, document: Document, complete_event: Any) -> Iterable[Completion]:
-        text = document.text_before_cursor
-        if not text.startswith("/") or "\n" in text:
-            return
-        if " " not in text:
-            for name, (_args, about) in COMMANDS.items():
-                if name.startswith(text[1:]):
-                    yield Completion("/" + name, start_position=-len(text),
-                                     display_meta=about)
-            return
-        command, _, rest = text.partition(" ")
-        if command in ("/tree", "/sessions") and "all".startswith(rest):
-            yield Completion("all", start_position=-len(rest))
-        elif command == "/export":
-            for kind in ("md", "jsonl", "html"):
-                if kind.startswith(rest):
-                    yield Completion(kind, start_position=-len(rest))
 
 
 class Repl:
@@ -506,20 +482,3 @@ def banner(controller: Controller) -> list[str]:
         lines.append(controller.permissions.describe() + " (/permissions to change)")
     lines.append("/help for commands · Enter sends · Alt-Enter new line · Ctrl-D quits")
     return lines
-
-
-def pick_session(found: list[SessionSummary]) -> Path | None:
-    """-r/--resume: this folder's sessions, chosen with the arrow keys and Enter (or a
-    number). None when there are none or the choice is cancelled."""
-    if not found:
-        print("no sessions in this folder yet")
-        return None
-    options = [(str(s.path), f"{s.last_activity.replace('T', ' ')[:16]}  {s.entries} entries  "
-                             f"{s.name or ' '.join(s.first_message.split())[:60]}")
-               for s in found]
-    try:
-        chosen = ChoiceInput(message="↑/↓ and Enter to choose, Ctrl-C to cancel:",
-                             options=options, show_numbers=True).prompt()
-    except (KeyboardInterrupt, EOFError):
-        return None
-    return Path(chosen) if chosen else None

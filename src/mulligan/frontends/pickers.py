@@ -1,0 +1,56 @@
+"""The REPL's choosers that need no REPL: slash-command completion, and the -r session picker
+(arrow keys and Enter, or a number), which runs before the REPL starts."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from prompt_toolkit.completion import Completer, Completion
+from prompt_toolkit.document import Document
+from prompt_toolkit.shortcuts.choice_input import ChoiceInput
+
+from mulligan.app import SessionSummary
+from mulligan.frontends.commands import COMMANDS
+
+__all__ = ["SlashCompleter", "pick_session"]
+
+
+class SlashCompleter(Completer):
+    """Completes command names after a leading "/" (and "all" after /tree and /sessions)."""
+
+    def get_completions(self, document: Document, complete_event: Any) -> Iterable[Completion]:
+        text = document.text_before_cursor
+        if not text.startswith("/") or "\n" in text:
+            return
+        if " " not in text:
+            for name, (_args, about) in COMMANDS.items():
+                if name.startswith(text[1:]):
+                    yield Completion("/" + name, start_position=-len(text),
+                                     display_meta=about)
+            return
+        command, _, rest = text.partition(" ")
+        if command in ("/tree", "/sessions") and "all".startswith(rest):
+            yield Completion("all", start_position=-len(rest))
+        elif command == "/export":
+            for kind in ("md", "jsonl", "html"):
+                if kind.startswith(rest):
+                    yield Completion(kind, start_position=-len(rest))
+
+
+def pick_session(found: list[SessionSummary]) -> Path | None:
+    """-r/--resume: this folder's sessions, chosen with the arrow keys and Enter (or a
+    number). None when there are none or the choice is cancelled."""
+    if not found:
+        print("no sessions in this folder yet")
+        return None
+    options = [(str(s.path), f"{s.last_activity.replace('T', ' ')[:16]}  {s.entries} entries  "
+                             f"{s.name or ' '.join(s.first_message.split())[:60]}")
+               for s in found]
+    try:
+        chosen = ChoiceInput(message="↑/↓ and Enter to choose, Ctrl-C to cancel:",
+                             options=options, show_numbers=True).prompt()
+    except (KeyboardInterrupt, EOFError):
+        return None
+    return Path(chosen) if chosen else None
