@@ -321,6 +321,8 @@ class Repl:
             try:
                 for event in events:
                     renderer.render(event)
+                    if event["type"] == "turn_end":  # the status line counts each reply
+                        self._refresh_status()
             except Exception as exc:  # a listener (the saver) failed: say so, keep the REPL
                 self._print(f"the run stopped: {exc}", "bold red")
             finally:
