@@ -18,6 +18,7 @@ import pytest
 
 from mulligan.session import SessionLog
 from mulligan.testing import call, reply, say
+from test_tools_bash import gone
 
 PYTHON = sys.executable
 
@@ -39,16 +40,6 @@ def wait_for(path: Path) -> int:
             return int(path.read_text())
         time.sleep(0.025)
     raise AssertionError(f"{path} never appeared")
-
-
-def gone(pid: int) -> bool:
-    for _ in range(200):
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return True
-        time.sleep(0.025)
-    return False
 
 
 def recorded(tmp_path: Path) -> list[dict]:

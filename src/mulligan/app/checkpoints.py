@@ -233,6 +233,7 @@ class Checkpoints:
         self.store, self.root = store, Path(root).resolve()
         self.enabled, self.why_off = True, ""
         self._last: str | None = None  # what the session last saw: the expected state
+        self._seen: Manifest | None = None  # that snapshot, when this object took it
         self._before: tuple[str, Manifest, list[str]] | None = None  # (call id, tree, outside)
 
     def _take(self, reread: Iterable[str] = ()) -> Manifest | None:
@@ -249,7 +250,7 @@ class Checkpoints:
         taken = self._take()
         if taken is None:
             return {}
-        self._last = taken.id
+        self._last, self._seen = taken.id, taken
         return {"workspace": {"after": taken.id}}
 
     def follow(self, path: Sequence[SessionEntry]) -> None:
@@ -276,7 +277,9 @@ class Checkpoints:
         outside: list[str] = []
         if self._last is not None and self._last != before.id:
             with contextlib.suppress(FileNotFoundError):
-                outside = changed_paths(self.store.load(self._last).files, before.files)
+                last = self._seen if self._seen is not None and self._seen.id == self._last \
+                    else self.store.load(self._last)  # read from disk only after a resume
+                outside = changed_paths(last.files, before.files)
         self._before = (str(event.get("tool_call_id")), before, outside)
 
     def meta(self, message: Mapping[str, Any]) -> dict[str, Any]:
@@ -290,14 +293,14 @@ class Checkpoints:
         after = self._take()
         if after is None:
             return {}
-        self._last = after.id
+        self._last, self._seen = after.id, after
         return {"workspace": {"before": before.id, "after": after.id,
                               "changed": changed_paths(before.files, after.files),
                               "outside": outside}}
 
     def restored(self, done: Restored, target_owners: Mapping[str, str]) -> dict[str, Any]:
         """The workspace metadata of a workspace_restore entry, and the new expected state."""
-        self._last = done.after.id
+        self._last, self._seen = done.after.id, done.after
         outside = sorted({p for p in done.restored if target_owners.get(p) == "outside"}
                          | set(done.kept))
         return {"workspace": {"after": done.after.id, "safety": done.safety,

@@ -24,7 +24,7 @@ from markdown_it import MarkdownIt
 
 from mulligan.app.diffs import snapshot_diff
 from mulligan.app.snapshots import Store
-from mulligan.brief import call_text, cut, flat
+from mulligan.brief import call_text, cut, flat, message_line
 from mulligan.session.branches import blocks_of, children_of, labels_of, message_of, path_ids
 
 __all__ = ["to_html"]
@@ -84,16 +84,7 @@ def _summary_of(entry: Entry) -> str:
     kind = entry.get("type")
     if kind == "message":
         message = message_of(entry)
-        if message is None:
-            return "(damaged message entry)"
-        role = message.get("role")
-        if role == "user":
-            return "you: " + flat(message.get("content", ""))
-        if role == "toolResult":
-            return f"{message.get('tool_name')} → " + flat(message.get("content", ""))
-        words = [flat(b.get("text", "")) for b in blocks_of(message) if b.get("type") == "text"]
-        calls = [call_text(b) for b in blocks_of(message) if b.get("type") == "toolCall"]
-        return "ai: " + " ".join(w for w in [*words, *calls] if w) or "ai"
+        return message_line(message) if message is not None else "(damaged message entry)"
     if kind == "branch":
         return f"↩ back to {entry.get('parent_id')}"
     if kind in ("branch_summary", "compaction"):

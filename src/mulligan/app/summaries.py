@@ -140,19 +140,17 @@ def _unique(items: Sequence[str]) -> list[str]:
 def request_text(entries: Sequence[Entry], budget: int) -> str:
     """The abandoned messages as text, newest first into `budget` characters, then put back
     in order."""
+    texts = [t for t in map(entry_text, entries) if t is not None]
     parts: list[str] = []
     used = 0
-    for entry in reversed(entries):
-        part = entry_text(entry)
-        if part is None:
-            continue
+    for part in reversed(texts):
         if used + len(part) > budget and parts:
             break
         parts.append(part[:budget])
         used += len(part)
-    shown = sum(1 for e in entries if entry_text(e) is not None)
     parts.reverse()
-    head = [] if len(parts) == shown else [f"[{shown - len(parts)} earlier messages left out]"]
+    head = [] if len(parts) == len(texts) else [
+        f"[{len(texts) - len(parts)} earlier messages left out]"]
     return "\n\n".join([*head, *parts])
 
 

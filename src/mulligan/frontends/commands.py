@@ -118,8 +118,8 @@ def run_command(controller: Controller, line: str, *, width: int = 80,
         usage = f"/{name} {COMMANDS.get(name, ('', ''))[0]}".strip()
         return Outcome([f"/{name} takes {'no' if most == 0 else f'at most {most}'} "
                         f"argument{'s' if most != 1 else ''}: {usage}"], error=True)
-    if name in _GOING_BACK:  # these may summarise: the REPL shows the summary's events
-        handler = functools.partial(_GOING_BACK[name], on_event=on_event)
+    if name in _WITH_EVENTS:  # these may call the model (a summary): the REPL shows its events
+        handler = functools.partial(_WITH_EVENTS[name], on_event=on_event)
     try:
         return handler(controller, args, width)
     except UnknownEntry as exc:  # a mistyped id: the session's path would only be noise
@@ -384,7 +384,7 @@ def _quit(c: Controller, args: list[str], width: int) -> Outcome:
     return Outcome(quit=True)
 
 
-_GOING_BACK = {"back": _back, "edit": _edit, "compact": _compact}
+_WITH_EVENTS = {"back": _back, "edit": _edit, "compact": _compact}
 # The most arguments each command takes (None: the rest of the line is its text).
 _MOST_ARGS: dict[str, int | None] = {
     "tree": 1, "back": 1, "edit": 1, "diff": 1, "label": None, "name": None, "fork": 0,

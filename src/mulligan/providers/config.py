@@ -99,9 +99,11 @@ def load_config(home: Path) -> dict[str, Any]:
 
 
 def _check_fields(path: Path, name: str, table: object,
-                  fields: dict[str, type | tuple[type, ...]]) -> None:
+                  fields: dict[str, type | tuple[type, ...]],
+                  hidden: frozenset[str] | set[str] = frozenset()) -> None:
     """A [name] table whose every setting is one of `fields`, of its type (true and false
-    are not numbers here, whatever Python says)."""
+    are not numbers here, whatever Python says). The value of a `hidden` setting (a key) is
+    never shown in the error."""
     if not isinstance(table, dict):
         raise ConfigError(f"{path}: [{name}] must be a table")
     for key, value in table.items():
@@ -110,7 +112,8 @@ def _check_fields(path: Path, name: str, table: object,
                               f"{', '.join(fields)}")
         wanted = fields[key]
         if not isinstance(value, wanted) or (isinstance(value, bool) and wanted is not bool):
-            raise ConfigError(f"{path}: [{name}] {key} = {value!r} has the wrong type")
+            shown = "(hidden)" if key in hidden else repr(value)
+            raise ConfigError(f"{path}: [{name}] {key} = {shown} has the wrong type")
 
 
 def _check_table(path: Path, provider: str, table: object) -> None:
@@ -118,16 +121,7 @@ def _check_table(path: Path, provider: str, table: object) -> None:
     if known is None:
         raise ConfigError(f"{path}: [providers.{provider}]: unknown provider; known: "
                           f"{', '.join(_SETTINGS)}")
-    if not isinstance(table, dict):
-        raise ConfigError(f"{path}: [providers.{provider}] must be a table")
-    for key, value in table.items():
-        if key not in known:
-            raise ConfigError(f"{path}: [providers.{provider}] {key}: unknown setting; known: "
-                              f"{', '.join(known)}")
-        if not isinstance(value, known[key]) or isinstance(value, bool):
-            shown = "(hidden)" if key == "api_key" else repr(value)
-            raise ConfigError(f"{path}: [providers.{provider}] {key} = {shown} has the wrong "
-                              "type")
+    _check_fields(path, f"providers.{provider}", table, known, hidden={"api_key"})
 
 
 def provider_settings(config: Mapping[str, Any], provider: str) -> dict[str, Any]:
