@@ -2,7 +2,7 @@
 
     mulligan                         the REPL in the current folder
     mulligan -p "task" [--mode json] one run: the final answer, or JSON lines
-    mulligan sessions ls|show|tree|export|check|repair|migrate|back|files   (alias: session)
+    mulligan sessions ls|show|tree|export|check|repair|migrate|back|files|push|pull
     mulligan gc                      free checkpoint copies no session refers to
 
 Exit status: 0 done; 1 the run failed or the command could not be done; 2 bad usage.
@@ -20,6 +20,7 @@ from mulligan import __version__
 EPILOG = """\
 sessions are files under $MULLIGAN_HOME (default ~/.mulligan):
   sessions/<folder>/<timestamp>_<id>.jsonl, one per conversation, written from the first message.
+  MULLIGAN_STORE=postgresql://... keeps new sessions in that PostgreSQL database instead.
 'mulligan session ...' is an alias of 'mulligan sessions ...'.
 testing aid: --model scripted:FILE answers from FILE, a JSON list of replies (no network).
 """
@@ -129,6 +130,13 @@ def build_parser() -> argparse.ArgumentParser:
                       help="the model that writes the summary (default: as for a run)")
     files = with_file("files", "the files each entry of a branch changed (from its checkpoints)")
     files.add_argument("--leaf", metavar="ID", help="the branch ending at entry ID")
+    with_file("push", "copy a session file into the database store (MULLIGAN_STORE) as a new "
+                      "session; its id is the last line printed")
+    pull = actions.add_parser("pull", help="write a database session out as a session file, "
+                                           "byte for byte")
+    pull.add_argument("id", metavar="ID")
+    pull.add_argument("-o", "--output", metavar="OUT", required=True,
+                      help="the new session file (never over an existing one)")
     commands.add_parser("gc", help="free checkpoint snapshots and file copies that no session "
                                    "refers to, and report the space used",
                         description="Free what no session under $MULLIGAN_HOME refers to.")
@@ -211,4 +219,5 @@ _ACTIONS = {"ls": _action("sessions_ls"), "show": _action("sessions_show"),
             "tree": _action("sessions_tree"), "export": _action("sessions_export"),
             "check": _action("session_check"), "repair": _action("session_repair"),
             "migrate": _action("session_migrate"), "back": _action("sessions_back"),
-            "files": _action("sessions_files")}
+            "files": _action("sessions_files"), "push": _action("sessions_push"),
+            "pull": _action("sessions_pull")}

@@ -17,7 +17,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, TextIO
 
-from mulligan.app import Controller, choose_session_file, find_session_file, resolve
+from mulligan.app import Controller, find_session_file, resolve
 from mulligan.app.catalog import new_session_path
 from mulligan.home import mulligan_home
 
@@ -37,14 +37,26 @@ def working_folder(args: argparse.Namespace) -> Path:
     return cwd.resolve()
 
 
-def choose_session(args: argparse.Namespace, home: Path, cwd: Path) -> Path | None:
-    """The session file a run will use (None for --no-session): the app chooses, the REPL's
+def sessions_of(home: Path) -> Any:
+    """Where this machine's sessions live (`mulligan.app.stores`): files, or the database
+    MULLIGAN_STORE / `store` names. A bad store setting is a UsageError."""
+    from mulligan.app.stores import sessions_for
+    from mulligan.providers.config import load_config
+
+    try:
+        return sessions_for(home, load_config(home))
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def choose_session(args: argparse.Namespace, sessions: Any, cwd: Path) -> Any:
+    """The session a run will use (None for --no-session): the app chooses, the REPL's
     picker draws the -r choice."""
+    from mulligan.app.stores import choose_session as choose
     from mulligan.frontends.pickers import pick_session
 
-    return choose_session_file(home, cwd, no_session=args.no_session, session=args.session,
-                               continue_=args.continue_,
-                               pick=pick_session if args.resume else None)
+    return choose(sessions, cwd, no_session=args.no_session, session=args.session,
+                  continue_=args.continue_, pick=pick_session if args.resume else None)
 
 
 def build_controller(args: argparse.Namespace, err: TextIO, *, defer: bool = False,
@@ -73,7 +85,8 @@ def build_controller(args: argparse.Namespace, err: TextIO, *, defer: bool = Fal
     mode = args.permission_mode or (config.get("permission_mode", "ask") if interactive
                                     else "auto")
     model = resolve(args.model, base_url=args.base_url, home=home, err=err, defer=defer)
-    session_file = choose_session(args, home, cwd)
+    sessions = sessions_of(home)
+    session_file = choose_session(args, sessions, cwd)
     prompt_file = Path(args.system_prompt_file).expanduser() if args.system_prompt_file \
         else None
     secrets = Secrets.of(os.environ, config)
@@ -89,7 +102,7 @@ def build_controller(args: argparse.Namespace, err: TextIO, *, defer: bool = Fal
         redact_text=secrets.redact_text,
         checkpoints=checkpoints_for(config, home, cwd) if session_file is not None else None,
         summarize_on_back=config.get("summarize_on_back", "ask"), permissions=permissions,
-        compaction=CompactionSettings.of(config),
+        compaction=CompactionSettings.of(config), sessions=sessions,
         compaction_model=resolve(config["compaction"]["model"], base_url=None, home=home,
                                  defer=defer) if config.get("compaction", {}).get("model")
         else None,
@@ -123,11 +136,12 @@ def run_print(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         task = f"{task}\n\n{piped}"
     controller = build_controller(args, err)
     try:
+        if controller.notice:  # a database session carried on here from another machine
+            print(f"mulligan: {controller.notice}", file=err)
         controller.hold_lease()
         renderer: Any = JsonRenderer(out) if args.mode == "json" else FinalTextRenderer(out, err)
         if args.mode == "json":
-            file = controller.session_file
-            renderer.session(str(file) if file is not None else None, str(controller.cwd))
+            renderer.session(controller.where, str(controller.cwd))
 
         pressed: list[int] = []
         ended_by: list[int] = []
@@ -196,9 +210,9 @@ def run_interactive(args: argparse.Namespace, err: TextIO) -> int:
     # --no-session writes nothing, the input history included.
     history = None if args.no_session else home_of() / "history"
     status = Repl(controller, console=console, history_file=history).run()
-    if controller.started and controller.session_file is not None:
+    if controller.started and controller.where is not None:
         with contextlib.suppress(OSError):  # the terminal may be gone (SIGHUP)
-            console.print(f"session saved in {controller.session_file} (mulligan -c to "
+            console.print(f"session saved in {controller.where} (mulligan -c to "
                           "continue)", style="dim", markup=False, highlight=False,
                           soft_wrap=True)
     return status
@@ -208,27 +222,30 @@ def run_interactive(args: argparse.Namespace, err: TextIO) -> int:
 
 
 def sessions_ls(args: argparse.Namespace, out: TextIO) -> int:
-    from mulligan.app.catalog import list_sessions
+    """This folder's sessions (--all: every folder's, and with a database store every
+    machine's), from the store sessions go to."""
     from mulligan.frontends.commands import format_sessions
 
-    home = home_of()
     every = bool(args.all)
-    found = list_sessions(home, None if every else working_folder(args))
+    found = sessions_of(home_of()).listing(None if every else working_folder(args))
     for line in format_sessions(found, show_folder=every):
         print(line, file=out)
     return 0
 
 
-def _entries_and_leaf(args: argparse.Namespace) -> tuple[Path, list[Any], str | None]:
-    from mulligan.session import SessionLog
+def open_named(args: argparse.Namespace) -> Any:
+    """The SessionLog `args.file` names: a file (a path, or the start of a name among this
+    folder's sessions), or with a database store a session id there."""
+    return sessions_of(home_of()).named(args.file, working_folder(args))
 
-    file = find_session_file(args.file, home_of(), working_folder(args))
-    log = SessionLog(file)
+
+def _entries_and_leaf(args: argparse.Namespace) -> tuple[Any, list[Any], str | None]:
+    log = open_named(args)
     entries = list(log.entries())
     leaf = args.leaf if getattr(args, "leaf", None) else log.tip()
     if leaf is not None:
         log.branch(leaf)  # names an unknown leaf, and a broken walk by file, line and entry
-    return file, entries, leaf
+    return log, entries, leaf
 
 
 def sessions_show(args: argparse.Namespace, out: TextIO) -> int:
@@ -243,15 +260,19 @@ def sessions_tree(args: argparse.Namespace, out: TextIO) -> int:
     """The tree is a diagnostic: every entry it can draw is drawn (an orphan's subtree and a
     circle's entries too, marked), and then a walk problem is named and the exit is 1."""
     from mulligan.frontends.tree import render_tree
-    from mulligan.session import SessionLog, maintenance
+    from mulligan.session import maintenance
+    from mulligan.session.storage import FileStorage
 
-    file = find_session_file(args.file, home_of(), working_folder(args))
-    log = SessionLog(file)
+    log = open_named(args)
     entries = list(log.entries())
     leaf = args.leaf if getattr(args, "leaf", None) else log.tip()
     width = args.width or _terminal_width(out)
     for line in render_tree(entries, leaf, fold=not args.all, width=width):
         print(line, file=out)
+    if not isinstance(log.storage, FileStorage):
+        log.branch(leaf)  # a database session: the walk is the check
+        return 0
+    file = Path(log.path)
     report = maintenance.check(file)
     if report.problems:
         out.flush()
@@ -266,15 +287,17 @@ def sessions_tree(args: argparse.Namespace, out: TextIO) -> int:
 
 def sessions_export(args: argparse.Namespace, out: TextIO) -> int:
     from mulligan.app.export import to_markdown, write_linear, write_new
+    from mulligan.app.stores import short_name
 
-    file, entries, leaf = _entries_and_leaf(args)
+    log, entries, leaf = _entries_and_leaf(args)
+    stem = short_name(log)
     if args.format == "html":
-        target = Path(args.output) if args.output else Path.cwd() / f"{file.stem}.html"
-        write_new(target, html_page(file, entries, leaf))
+        target = Path(args.output) if args.output else Path.cwd() / f"{stem}.html"
+        write_new(target, html_page(log, entries, leaf))
         print(f"wrote {target}", file=out)
         return 0
     if args.format == "md":
-        text = to_markdown(entries, leaf, title=f"Session {file.stem}")
+        text = to_markdown(entries, leaf, title=f"Session {stem}")
         if args.output:
             write_new(args.output, text)
             print(f"wrote {args.output}", file=out)
@@ -283,19 +306,21 @@ def sessions_export(args: argparse.Namespace, out: TextIO) -> int:
         return 0
     target = Path(args.output) if args.output else \
         new_session_path(home_of(), working_folder(args))
-    write_linear(entries, leaf, target, origin_file=file.resolve())
+    origin = Path(log.path).resolve() if log.path == log.storage.name else log.path
+    write_linear(entries, leaf, target, origin_file=origin)
     print(f"wrote {target}", file=out)
     return 0
 
 
-def html_page(file: Path, entries: list[Any], tip: str | None) -> str:
-    """The HTML export of a session file from the shell: the system prompt as the session's
+def html_page(log: Any, entries: list[Any], tip: str | None) -> str:
+    """The HTML export of a session from the shell: the system prompt as the session's
     folder would give it now (when that folder is here), its checkpoints' diffs, keys
     redacted."""
     from mulligan.app.catalog import session_folder
     from mulligan.app.html_export import to_html
     from mulligan.app.secrets import Secrets
     from mulligan.app.snapshots import Store
+    from mulligan.app.stores import session_bytes, short_name
     from mulligan.prompts import system_prompt
     from mulligan.providers.config import load_config
 
@@ -303,8 +328,9 @@ def html_page(file: Path, entries: list[Any], tip: str | None) -> str:
     folder = session_folder(entries)
     system = system_prompt(None, folder) if folder is not None and folder.is_dir() else None
     secrets = Secrets.of(os.environ, load_config(home))
-    return to_html(entries, tip, title=f"Session {file.stem}", session=file.read_bytes(),
-                   file_name=file.name, system=system, store=Store(home),
+    stem = short_name(log)
+    return to_html(entries, tip, title=f"Session {stem}", session=session_bytes(log),
+                   file_name=f"{stem}.jsonl", system=system, store=Store(home),
                    redact=secrets.redact_text)
 
 
@@ -337,14 +363,13 @@ def sessions_back(args: argparse.Namespace, out: TextIO) -> int:
     session's lease is held while it works (refused while a REPL has the session)."""
     from mulligan.app.back import describe, go_back
     from mulligan.app.catalog import session_folder
-    from mulligan.app.lease import acquire
     from mulligan.providers.config import load_config
-    from mulligan.session import SessionLog
 
     home = home_of()
-    file = find_session_file(args.file, home, working_folder(args))
-    with acquire(file):
-        log = SessionLog(file)
+    log = open_named(args)
+    file = log.path
+    lease = log.lease()
+    try:
         entries = log.entries()
         log.branch(log.tip())  # a damaged session is refused before anything is done
         checkpoints = None
@@ -358,6 +383,8 @@ def sessions_back(args: argparse.Namespace, out: TextIO) -> int:
         summary = summarize_for_back(args, log, home) if args.summarize else None
         done = go_back(log, checkpoints, args.id, files="restore" if args.files else None,
                        keep_mine=args.keep_mine, overwrite=args.overwrite, summary=summary)
+    finally:
+        lease.release()
     for line in describe(done):
         print(line, file=out)
     if args.files and not (done.restored or done.kept):
@@ -406,13 +433,19 @@ def sessions_files(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def gc(args: argparse.Namespace, out: TextIO) -> int:
-    """`mulligan gc`: free the snapshots and file copies no session refers to."""
+    """`mulligan gc`: free the snapshots and file copies no session refers to -- no session
+    file, and with a database store no session in that database (unreachable: nothing is
+    freed, the command fails)."""
     from mulligan.app.catalog import referenced_snapshots
     from mulligan.app.snapshots import Store
 
     home = home_of()
     store = Store(home)
-    trees, blobs, freed = store.gc(referenced_snapshots(home))
+    keep = referenced_snapshots(home)
+    database = sessions_of(home).database
+    if database is not None:
+        keep |= database.referenced_snapshots()
+    trees, blobs, freed = store.gc(keep)
     print(f"freed {trees} snapshot(s) and {blobs} file copies, {freed / 1e6:.1f} MB; the "
           f"store holds {store.size() / 1e6:.1f} MB in {store.root}", file=out)
     return 0
@@ -423,3 +456,56 @@ def _terminal_width(out: TextIO) -> int:
         return os.get_terminal_size(out.fileno()).columns
     except (OSError, ValueError, AttributeError):
         return 100
+
+
+def sessions_push(args: argparse.Namespace, out: TextIO) -> int:
+    """`mulligan sessions push FILE`: copy a session file, checked whole first, into the
+    database store as a new session; the id is the last line printed. The file's lease is
+    held meanwhile, so no mulligan appends to it mid-copy. The file is left as it is."""
+    from mulligan.app.catalog import session_folder
+    from mulligan.session import SessionLog, maintenance
+
+    home = home_of()
+    sessions = sessions_of(home)
+    if sessions.database is None:
+        raise UsageError("sessions push needs a database store: set MULLIGAN_STORE (or store "
+                         "in config.toml) to a postgresql:// URL")
+    file = find_session_file(args.file, home, working_folder(args))
+    lease = SessionLog(file).lease()
+    try:
+        report = maintenance.check(file)
+        if report.problems:  # every refusal of a full read, by line; nothing is copied
+            raise UsageError(f"{file}: not pushed:\n" + report.format())
+        data = file.read_bytes()
+        entries = SessionLog(file).entries()
+    finally:
+        lease.release()
+    names = [e["name"] for e in entries if e.get("type") == "session_info" and e.get("name")]
+    folder = session_folder(entries)
+    lines = data.split(b"\n")[:-1]
+    session_id = sessions.database.push(lines, cwd=str(folder) if folder else None,
+                                        name=names[-1] if names else None, host=sessions.host)
+    print(f"pushed {file} ({len(lines)} entries) to {sessions.database.name}; continue it "
+          f"with: mulligan --session {session_id}", file=out)
+    print(session_id, file=out)
+    return 0
+
+
+NEWLINE = b"\n"
+
+
+def sessions_pull(args: argparse.Namespace, out: TextIO) -> int:
+    """`mulligan sessions pull ID -o OUT`: the database session's lines, byte for byte, as a
+    new session file (never over an existing one)."""
+    from mulligan.app.export import write_new
+    from mulligan.app.stores import session_bytes
+
+    sessions = sessions_of(home_of())
+    if sessions.database is None:
+        raise UsageError("sessions pull needs a database store: set MULLIGAN_STORE (or store "
+                         "in config.toml) to a postgresql:// URL")
+    log = sessions.named(args.id, working_folder(args))
+    data = session_bytes(log)
+    target = write_new(Path(args.output), data)
+    print(f"wrote {target} ({data.count(NEWLINE)} entries)", file=out)
+    return 0

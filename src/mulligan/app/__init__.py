@@ -8,11 +8,11 @@ it returns.
 
 from __future__ import annotations
 
-from mulligan.app.catalog import SessionSummary, choose_session_file, find_session_file
+from mulligan.app.catalog import SessionSummary, find_session_file
 from mulligan.app.controller import Controller, Refused
 from mulligan.app.export import ExportTargetExists
-from mulligan.app.lease import LeaseHeld
 from mulligan.app.models import model_label, resolve
+from mulligan.session.lease import LeaseHeld
 
 __all__ = ["Controller", "ExportTargetExists", "LeaseHeld", "Refused", "SessionSummary",
-           "choose_session_file", "find_session_file", "model_label", "resolve"]
+           "find_session_file", "model_label", "resolve"]

@@ -11,7 +11,6 @@ from __future__ import annotations
 import hashlib
 import re
 import secrets
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -55,9 +54,10 @@ def new_session_path(home: Path, cwd: Path, now: datetime | None = None) -> Path
 @dataclass
 class SessionSummary:
     """One line of `mulligan sessions ls`. `problem` is set (and the counts are 0) when the
-    file could not be read as a session."""
+    file could not be read as a session. A database session has no `path` but a `session_id`
+    (and `hosts`, the machines it has a folder on); `where` is what names it either way."""
 
-    path: Path
+    path: Path | None
     name: str
     cwd: str
     entries: int
@@ -66,6 +66,12 @@ class SessionSummary:
     first_message: str
     problem: str = ""
     origin: str = ""  # the session a fork or an export was copied from
+    session_id: str = ""
+    hosts: str = ""
+
+    @property
+    def where(self) -> str:
+        return self.session_id or str(self.path)
 
 
 def summarize(path: Path) -> SessionSummary:
@@ -108,7 +114,7 @@ def list_sessions(home: Path, cwd: Path | None = None) -> list[SessionSummary]:
     """Summaries of the sessions of `cwd` (every folder when None), most recent activity
     first. Empty files (created, never written) are skipped."""
     found = [summarize(f) for f in session_files(home, cwd) if f.stat().st_size > 0]
-    return sorted(found, key=lambda s: (s.last_activity, s.path.name), reverse=True)
+    return sorted(found, key=lambda s: (s.last_activity, s.where), reverse=True)
 
 
 def newest_session(home: Path, cwd: Path) -> Path | None:
@@ -145,35 +151,6 @@ def find_session_file(name: str, home: Path, cwd: Path) -> Path:
                                 f"give more of the name:\n  {listed}")
     raise FileNotFoundError(f"no session file {name} (not a file, and no session of this "
                             f"folder starts with it; mulligan sessions ls lists them)")
-
-
-def choose_session_file(
-    home: Path, cwd: Path, *, no_session: bool = False, session: str | None = None,
-    continue_: bool = False, pick: Callable[[list[SessionSummary]], Path | None] | None = None,
-) -> Path | None:
-    """The session file a run will use (None for --no-session); it may not exist yet.
-
-    `session`: that file (--session). `continue_`: this folder's newest session (-c),
-    FileNotFoundError when it has none. `pick`: the frontend's picker (-r), handed this
-    folder's sessions; FileNotFoundError when it chooses none. Else a new session's path."""
-    if no_session:
-        return None
-    if session:
-        given = Path(session).expanduser().resolve()
-        if given.is_dir():
-            raise IsADirectoryError(f"--session {given}: is a folder, not a session file")
-        return given
-    if continue_:
-        found = newest_session(home, cwd)
-        if found is None:
-            raise FileNotFoundError(f"no session to continue in {cwd} (mulligan sessions ls)")
-        return found
-    if pick is not None:
-        picked = pick(list_sessions(home, cwd))
-        if picked is None:
-            raise FileNotFoundError("no session chosen")
-        return picked
-    return new_session_path(home, cwd)
 
 
 def session_folder(entries: list[dict[str, Any]]) -> Path | None:

@@ -16,32 +16,31 @@ message is appended as it ends, by one listener (`persist_to`).
 
 from __future__ import annotations
 
-import os
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 from mulligan.app.back import Back, back_plan, go_back
-from mulligan.app.catalog import SessionSummary, list_sessions, new_session_path
+from mulligan.app.catalog import SessionSummary, new_session_path
 from mulligan.app.checkpoints import Checkpoints, Plan
 from mulligan.app.compaction import Compaction
 from mulligan.app.compaction import Settings as CompactionSettings
 from mulligan.app.diffs import diff_span, snapshot_diff
 from mulligan.app.export import to_markdown, write_linear, write_new
 from mulligan.app.html_export import to_html
-from mulligan.app.lease import Lease, acquire
 from mulligan.app.models import model_label, model_parts
 from mulligan.app.permissions import MODES, Permissions
+from mulligan.app.stores import DatabaseSessions, FileSessions, session_bytes, short_name
 from mulligan.app.summaries import summarize as make_summary
 from mulligan.app.usage import Usage, usage_of
 from mulligan.harness import Harness
-from mulligan.home import create_private
 from mulligan.messages import Message
 from mulligan.prompts import system_prompt
 from mulligan.session import SessionLog, persist_to
 from mulligan.session.branches import message_of, user_messages_on_path
 from mulligan.session.log import timestamp
+from mulligan.session.storage import FileStorage, Releasable
 from mulligan.session.tree import Entry
 from mulligan.tools import Tool
 from mulligan.wire import Event, Model
@@ -67,7 +66,7 @@ class Controller:
 
     def __init__(
         self, model: Model, tools: list[Tool], cwd: Path, home: Path,
-        session_file: Path | None, *, max_turns: int | None = None,
+        session_file: Path | SessionLog | None, *, max_turns: int | None = None,
         system_prompt_file: Path | None = None,
         resolver: Callable[[str], Model] | None = None,
         redact: Callable[[Message], Message] | None = None,
@@ -75,6 +74,7 @@ class Controller:
         checkpoints: Checkpoints | None = None, summarize_on_back: str = "ask",
         permissions: Permissions | None = None,
         compaction: CompactionSettings | None = None, compaction_model: Model | None = None,
+        sessions: FileSessions | DatabaseSessions | None = None,
     ) -> None:
         self.permissions = permissions
         self._compaction = compaction or CompactionSettings()
@@ -86,15 +86,19 @@ class Controller:
         self._redact, self._redact_text = redact, redact_text
         self.checkpoints = checkpoints
         self.home = Path(home)
+        self.place = sessions or FileSessions(self.home)
         self._prompt_file = system_prompt_file
         self._resolver = resolver
         self._log: SessionLog | None = None
-        self._lease: Lease | None = None
+        self._lease: Releasable | None = None
         self._pending_name: str | None = None
+        # What a frontend should say about the session opened (a database session carried
+        # on on another machine, in this folder); None when there is nothing to say.
+        self.notice: str | None = None
         self._summary_abort: threading.Event | None = None
         self.harness = self._harness(model, tools, max_turns, [])
         if session_file is not None:
-            self._open(Path(session_file))
+            self._open(session_file)
 
     # -- what the session is --------------------------------------------------------------
 
@@ -109,16 +113,24 @@ class Controller:
 
     @property
     def session_file(self) -> Path | None:
-        return Path(self._log.path) if self._log is not None else None
+        """The session's file; None for --no-session and for a database session."""
+        if self._log is None or not isinstance(self._log.storage, FileStorage):
+            return None
+        return Path(self._log.path)
 
     @property
-    def lease(self) -> Lease | None:
+    def where(self) -> str | None:
+        """What names the session for a person: its file, or its database and id."""
+        return str(self._log.path) if self._log is not None else None
+
+    @property
+    def lease(self) -> Releasable | None:
         return self._lease
 
     @property
     def started(self) -> bool:
-        """True once the session file holds an entry."""
-        return self._log is not None and _has_entries(self._log.path)
+        """True once the session holds an entry."""
+        return self._log is not None and self._log.storage.exists()
 
     @property
     def is_running(self) -> bool:
@@ -126,11 +138,13 @@ class Controller:
 
     # -- the session file ---------------------------------------------------------------
 
-    def _open(self, session_file: Path) -> None:
-        """Point at `session_file`: an existing one is leased now (LeaseHeld if another live
-        process has it); a new one is leased when its first entry is written."""
-        lease = acquire(session_file) if _has_entries(session_file) else None
-        log = SessionLog(session_file)
+    def _open(self, session: Path | SessionLog) -> None:
+        """Point at `session` (a file, or any log): an existing one is leased now (LeaseHeld
+        if another live process has it); a new one is leased when its first entry is
+        written."""
+        log = session if isinstance(session, SessionLog) else SessionLog(session)
+        notice = self.place.folder_notice(log, self.cwd)  # WrongFolder: another folder's
+        lease = log.lease() if log.storage.exists() else None
         try:
             transcript = log.replay()  # a damaged file is refused here, by name
         except BaseException:
@@ -140,6 +154,7 @@ class Controller:
         if self._lease is not None:
             self._lease.release()
         self._lease, self._log = lease, log
+        self.notice = notice
         self._rebuild(transcript)
         self._follow()
 
@@ -153,16 +168,17 @@ class Controller:
         the start). LeaseHeld if another live process has it; nothing to do for --no-session
         or when it is already held."""
         if self._log is not None and self._lease is None:
-            self._lease = acquire(Path(self._log.path))
+            self._lease = self._log.lease()
 
     def _start(self) -> None:
-        """Create the file, take its lease, and write session_info: just before the first
-        message is appended (persist_to's `before_first`)."""
+        """Take the lease and write session_info (which creates the file, 0600): just
+        before the first message is appended (persist_to's `before_first`)."""
         assert self._log is not None
         self.hold_lease()
-        create_private(self._log.path)
         info: dict[str, Any] = {"cwd": str(self.cwd), "created": timestamp(),
                                 "model": model_label(self.model)}
+        if self.place.database is not None:
+            info["host"] = self.place.host
         if self._pending_name:
             info["name"] = self._pending_name
         if self.checkpoints is not None:
@@ -353,13 +369,13 @@ class Controller:
         else:
             self._pending_name = text
 
-    def fork(self) -> Path:
-        """Copy the current branch into a new session file (session_info naming the origin
-        file and entry) and carry on in it. Returns the new file."""
+    def fork(self) -> Path | str:
+        """Copy the current branch into a new session (session_info naming the origin
+        and entry) in the same store and carry on in it. Returns what names the new one."""
         self._idle("/fork")
         log = self._need_file("/fork")
-        destination = new_session_path(self.home, self.cwd)
-        new_lease = acquire(destination)
+        destination = self.place.new(self.cwd)
+        new_lease = destination.lease()
         try:
             write_linear(log.entries(), log.tip(), destination, origin_file=str(log.path),
                          info={"model": model_label(self.model)})
@@ -368,10 +384,11 @@ class Controller:
             raise
         if self._lease is not None:
             self._lease.release()
-        self._lease, self._log = new_lease, SessionLog(destination)
+        self._lease, self._log = new_lease, destination
         self._rebuild(self._log.replay())
         self._follow()
-        return destination
+        return Path(destination.path) if isinstance(destination.storage, FileStorage) \
+            else str(destination.path)
 
     def export(self, kind: str, target: Path | None = None) -> Path:
         """Write the session out: `kind` "md" as Markdown (default `mulligan-<session>.md` in
@@ -380,7 +397,7 @@ class Controller:
         (default `mulligan-<session>.html`). A relative `target` is taken in the working
         folder, where the tools act. Never overwrites (ExportTargetExists). Returns the file."""
         log = self._need_file("/export")
-        stem = Path(log.path).stem
+        stem = short_name(log)
         if target is not None:
             target = self.cwd / target
         if kind == "md":
@@ -391,14 +408,15 @@ class Controller:
             target = target or self.cwd / f"mulligan-{stem}.html"
             store = self.checkpoints.store if self.checkpoints is not None else None
             page = to_html(log.entries(), log.tip(), title=f"Session {stem}",
-                           session=Path(log.path).read_bytes(), file_name=Path(log.path).name,
+                           session=session_bytes(log), file_name=f"{stem}.jsonl",
                            system=self.harness.system, store=store,
                            redact=self._redact_text or (lambda text: text))
             return write_new(target, page)
         if kind != "jsonl":
             raise Refused(f"/export: no format {kind!r}; md, jsonl or html")
         target = target or new_session_path(self.home, self.cwd)
-        return write_linear(log.entries(), log.tip(), target, origin_file=log.path)
+        write_linear(log.entries(), log.tip(), target, origin_file=log.path)
+        return target
 
     def set_model(self, name: str) -> str:
         """Switch to the model called `name` for the next run; recorded as a model_change
@@ -455,26 +473,25 @@ class Controller:
         return self.permissions.describe()
 
     def sessions(self, *, every_folder: bool = False) -> list[SessionSummary]:
-        return list_sessions(self.home, None if every_folder else self.cwd)
+        return self.place.listing(None if every_folder else self.cwd)
 
-    def new_session(self) -> Path | None:
-        """Start a new session in the same folder (/new): the next message opens a new file;
-        the current one is left as it is. Returns the new file (None for --no-session)."""
+    def new_session(self) -> str | None:
+        """Start a new session in the same folder (/new): the next message opens a new one;
+        the current one is left as it is. Returns what names it (None for --no-session)."""
         self._idle("/new")
         self._pending_name = None
         if self._log is None:
             self._rebuild([])
             return None
-        self._open(new_session_path(self.home, self.cwd))
-        return self.session_file
+        self._open(self.place.new(self.cwd))
+        return self.where
 
-    def resume(self, session_file: Path) -> None:
-        """Carry on in another session file (leased now; LeaseHeld if another process has it)."""
+    def resume(self, session: Path | SessionLog) -> None:
+        """Carry on in another session (leased now; LeaseHeld if another process has it)."""
         self._idle("/resume")
-        current = self.session_file
-        if current is not None and Path(session_file).resolve() == current.resolve():
+        if self._log is not None and _same(self._log, session):
             return
-        self._open(Path(session_file))
+        self._open(session)
 
 
 def _kind_of(entry: Entry) -> str:
@@ -485,8 +502,8 @@ def _kind_of(entry: Entry) -> str:
     return f"a {entry.get('type')} entry"
 
 
-def _has_entries(session_file: str | os.PathLike[str]) -> bool:
-    try:
-        return Path(session_file).stat().st_size > 0
-    except FileNotFoundError:
-        return False
+def _same(log: SessionLog, other: Path | SessionLog) -> bool:
+    if isinstance(other, SessionLog):
+        return str(other.path) == str(log.path)
+    return isinstance(log.storage, FileStorage) and \
+        Path(other).resolve() == Path(log.path).resolve()

@@ -116,9 +116,9 @@ def _inline(value: Any) -> str:
 
 
 def write_linear(
-    entries: Sequence[Mapping[str, Any]], leaf_id: str | None, destination: Path, *,
-    origin_file: Path | str | os.PathLike[str], info: Mapping[str, Any] | None = None,
-) -> Path:
+    entries: Sequence[Mapping[str, Any]], leaf_id: str | None, destination: Path | SessionLog,
+    *, origin_file: Path | str | os.PathLike[str], info: Mapping[str, Any] | None = None,
+) -> Path | SessionLog:
     """Write the branch ending at `leaf_id` into the new session file `destination` (mode 0600)
     as a straight line: a session_info entry first (the origin's cwd/model from the branch, its
     name as `sessions ls` shows it, then `info`, plus origin_file and origin_entry = `leaf_id`),
@@ -127,10 +127,16 @@ def write_linear(
     the copied entries carry, as /tree shows them (a label set before the session went back
     hangs on the abandoned attempt, but names an entry on this branch all the same). Branch
     lines and older session_info entries are not copied: the new file has one attempt.
-    `ExportTargetExists` if `destination` exists."""
-    destination = Path(destination)
-    if destination.exists():  # checked before any work; _create_new closes the race
-        raise ExportTargetExists(f"{destination} already exists; exports never overwrite")
+    `ExportTargetExists` if `destination` exists. `destination` may also be a new database
+    session's log (a fork with a database store); it is written through that log."""
+    if isinstance(destination, SessionLog):  # a new session in a database store
+        log = destination
+        if log.storage.exists():
+            raise ExportTargetExists(f"{log.path} already exists; exports never overwrite")
+    else:
+        destination = Path(destination)
+        if destination.exists():  # checked before any work; _create_new closes the race
+            raise ExportTargetExists(f"{destination} already exists; exports never overwrite")
     chosen = branch_entries(entries, leaf_id)
     fields: dict[str, Any] = {}
     for entry in chosen:
@@ -145,8 +151,9 @@ def write_linear(
                      and isinstance(e.get("workspace"), dict)), None)
     if baseline is not None:  # the copy's file checkpoints start where the origin's did
         fields["workspace"] = {"after": baseline.get("after")}
-    os.close(_create_new(destination))
-    log = SessionLog(destination, fsync=False)
+    if not isinstance(destination, SessionLog):
+        os.close(_create_new(destination))
+        log = SessionLog(destination, fsync=False)
     log.append_session_info(**fields)
     renamed: dict[str, str] = {}
     for entry in chosen:
@@ -176,14 +183,15 @@ def write_linear(
     return destination
 
 
-def write_new(destination: Path | str | os.PathLike[str], text: str) -> Path:
-    """Write `text` (a Markdown export) to the new file `destination`, mode 0600 like the
-    session it comes from (a transcript holds whatever the tools read). Never overwrites:
-    `ExportTargetExists` if the file exists, checked and created in one step."""
+def write_new(destination: Path | str | os.PathLike[str], text: str | bytes) -> Path:
+    """Write `text` (an export; bytes are written as they are) to the new file
+    `destination`, mode 0600 like the session it comes from (a transcript holds whatever the
+    tools read). Never overwrites: `ExportTargetExists` if the file exists, checked and
+    created in one step."""
     destination = Path(destination)
     fd = _create_new(destination)
-    with os.fdopen(fd, "w", encoding="utf-8") as out:
-        out.write(text)
+    with os.fdopen(fd, "wb") as out:
+        out.write(text.encode() if isinstance(text, str) else text)
     return destination
 
 

@@ -16,13 +16,13 @@ from typing import Any
 
 from mulligan.app import Controller, LeaseHeld, Refused, SessionSummary, model_label
 from mulligan.app.back import describe
-from mulligan.app.lease import is_free, read_holder
 from mulligan.brief import cut, message_line
 from mulligan.frontends.live import compaction_line
 from mulligan.frontends.status import usage_lines
 from mulligan.frontends.tree import render_tree
 from mulligan.session import SessionError, UnknownEntry
 from mulligan.session.branches import labels_of
+from mulligan.session.lease import is_free, read_holder
 
 COMMANDS: dict[str, tuple[str, str]] = {
     "tree": ("[all|go]", "the session as a tree; 'all' unfolds abandoned attempts; 'go' picks "
@@ -74,8 +74,9 @@ def help_lines() -> list[str]:
 
 
 def format_sessions(found: Sequence[SessionSummary], *, numbered: bool = False,
-                    show_folder: bool = False, current: Path | None = None) -> list[str]:
-    """One line per session: name (or first words), entries, branches, last activity, file."""
+                    show_folder: bool = False, current: str | None = None) -> list[str]:
+    """One line per session: name (or first words), entries, branches, last activity, file
+    (or, for a database session, its id and the machines it has a folder on)."""
     if not found:
         return ["(no sessions yet)"]
     lines = []
@@ -83,12 +84,19 @@ def format_sessions(found: Sequence[SessionSummary], *, numbered: bool = False,
         lead = f"{number:>3}. " if numbered else ""
         when = s.last_activity.replace("T", " ")[:16]
         if s.problem:
-            lines.append(f"{lead}{when}  unreadable: {s.problem}  {s.path}")
+            lines.append(f"{lead}{when}  unreadable: {s.problem}  {s.where}")
             continue
         title = s.name or (s.first_message[:40] + ("…" if len(s.first_message) > 40 else ""))
         folder = f"  [{s.cwd}]" if show_folder and s.cwd else ""
         if s.origin:
             folder += f"  (a copy of {Path(s.origin).name})"
+        if s.path is None:  # a database session: no lease file to glance at
+            if current is not None and current.endswith(f" session {s.session_id}"):
+                folder += "  (this session)"
+            lines.append(f"{lead}{when}  {s.entries:>4} entries  {title or '(untitled)'}"
+                         f"{folder}\n{' ' * len(lead)}      {s.session_id}"
+                         f"{f'  (on {s.hosts})' if s.hosts else ''}")
+            continue
         if current is not None and s.path.resolve() == Path(current).resolve():
             folder += "  (this session)"
         elif not is_free(s.path):
@@ -280,28 +288,34 @@ def _sessions(c: Controller, args: list[str], width: int) -> Outcome:
     every = bool(args)
     # Numbers are what `/resume N` takes, and it counts this folder's sessions only.
     return Outcome(format_sessions(c.sessions(every_folder=every), numbered=not every,
-                                   show_folder=every, current=c.session_file))
+                                   show_folder=every, current=c.where))
 
 
 def _resume(c: Controller, args: list[str], width: int) -> Outcome:
     found = c.sessions()
     if not args:
-        return Outcome(format_sessions(found, numbered=True, current=c.session_file),
+        return Outcome(format_sessions(found, numbered=True, current=c.where),
                        pick="resume",
-                       choices=[(str(s.path), s.name or s.first_message) for s in found])
+                       choices=[(s.where, s.name or s.first_message) for s in found])
     target = args[0]
-    chosen = found[int(target) - 1].path if target.isdigit() and 0 < int(target) <= len(found) \
-        else Path(target).expanduser()
-    return resume_to(c, str(chosen))
+    chosen = found[int(target) - 1].where if target.isdigit() and 0 < int(target) <= len(found) \
+        else str(Path(target).expanduser())
+    return resume_to(c, chosen)
 
 
 def resume_to(c: Controller, target: str) -> Outcome:
-    """The /resume picker's choice (or argument): carry on in session file `target`."""
-    if not Path(target).is_file():
+    """The /resume picker's choice (or argument): carry on in session `target` (a file, or
+    with a database store, a session id there)."""
+    if c.place.database is None and not Path(target).is_file():
         return Outcome([f"/resume: no session file {target}"], error=True)
-    c.resume(Path(target))
-    return Outcome([f"resumed {target} ({count(len(c.harness.messages), 'message')} on its "
-                    "branch)", *recap(c.harness.messages)])
+    try:
+        log = c.place.named(target, c.cwd)
+    except FileNotFoundError as exc:
+        return Outcome([f"/resume: {exc}"], error=True)
+    c.resume(log)
+    notice = [c.notice] if c.notice else []
+    return Outcome([*notice, f"resumed {target} ({count(len(c.harness.messages), 'message')} "
+                    "on its branch)", *recap(c.harness.messages)])
 
 
 def count(number: int, noun: str) -> str:

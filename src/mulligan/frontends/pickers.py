@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from pathlib import Path
 from typing import Any
 
 from prompt_toolkit.completion import Completer, Completion
@@ -39,13 +38,13 @@ class SlashCompleter(Completer):
                     yield Completion(kind, start_position=-len(rest))
 
 
-def pick_session(found: list[SessionSummary]) -> Path | None:
+def pick_session(found: list[SessionSummary]) -> str | None:
     """-r/--resume: this folder's sessions, chosen with the arrow keys and Enter (or a
     number). None when there are none or the choice is cancelled."""
     if not found:
         print("no sessions in this folder yet")
         return None
-    options = [(str(s.path), f"{s.last_activity.replace('T', ' ')[:16]}  {s.entries} entries  "
+    options = [(s.where, f"{s.last_activity.replace('T', ' ')[:16]}  {s.entries} entries  "
                              f"{s.name or ' '.join(s.first_message.split())[:60]}")
                for s in found]
     try:
@@ -53,4 +52,4 @@ def pick_session(found: list[SessionSummary]) -> Path | None:
                              options=options, show_numbers=True).prompt()
     except (KeyboardInterrupt, EOFError):
         return None
-    return Path(chosen) if chosen else None
+    return chosen or None

@@ -472,14 +472,16 @@ def _safely(action: Callable[[], Outcome], width: int) -> Outcome:
 
 def banner(controller: Controller) -> list[str]:
     """The lines printed when the REPL starts: version, model, folder, session."""
-    if controller.session_file is None:
+    if controller.where is None:
         where = "not saved (--no-session)"
     elif controller.started:
-        where = f"{controller.session_file} ({count(len(controller.harness.messages), 'message')})"
+        where = f"{controller.where} ({count(len(controller.harness.messages), 'message')})"
     else:
         where = "new (written at the first message)"
     lines = [f"mulligan {__version__} · model {model_label(controller.model)} · "
              f"{controller.cwd}", f"session: {where}"]
+    if controller.notice:
+        lines.append(controller.notice)
     if controller.permissions is not None:
         lines.append(controller.permissions.describe() + " (/permissions to change)")
     lines.append("/help for commands · Enter sends · Alt-Enter new line · Ctrl-D quits")

@@ -36,7 +36,7 @@ URL_VARIABLES = {"anthropic": "ANTHROPIC_BASE_URL", "openai": "OPENAI_BASE_URL"}
 # local provider, when a local model is resolved) and the coding session's settings (read by
 # mulligan.app; checked here, so a typo is named at once).
 _TOP_LEVEL = ("model", "providers", "local", "tools", "checkpoints", "summarize_on_back",
-              "permission_mode", "compaction")
+              "permission_mode", "compaction", "store")
 _SETTINGS: dict[str, dict[str, type | tuple[type, ...]]] = {
     "anthropic": {"api_key": str, "base_url": str, "max_tokens": int, "thinking_budget": int,
                   "timeout": (int, float), "max_retries": int, "idle_timeout": (int, float),
@@ -67,6 +67,8 @@ def load_config(home: Path) -> dict[str, Any]:
     if unknown:
         raise ConfigError(f"{path}: {', '.join(unknown)}: unknown setting; known: "
                           f"{', '.join(_TOP_LEVEL)}")
+    if "store" in config and not isinstance(config["store"], str):
+        raise ConfigError(f"{path}: store must be a string: \"file\" or a postgresql:// URL")
     if "model" in config and not isinstance(config["model"], str):
         raise ConfigError(f"{path}: model must be a string like \"anthropic/claude-sonnet-4-6\"")
     providers = config.get("providers", {})

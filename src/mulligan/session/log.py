@@ -1,66 +1,41 @@
-"""SessionLog: one session file, appended to under a lock, read incrementally.
+"""SessionLog: one session, appended to under mutual exclusion, read incrementally.
 
-In: a file path. Out: entries, the tip, the transcript. Every write is one line appended, in a
-single write() on an O_APPEND descriptor, while an exclusive flock is held on the file; every
-read holds a shared flock while it reads bytes, so a reader never sees half of another writer's
-line. Never: rewrite, reorder or truncate a line; append after a torn or unreadable line;
-re-read bytes it has already accepted, unless the file is not the one it parsed (below).
+In: a file path (or any `Storage`: `mulligan.session.storage`). Out: entries, the tip, the
+transcript. Every write is one entry, added while the storage holds the session exclusively,
+after catching up with whatever other writers added. Never: rewrite, reorder or truncate a
+line; append after a torn or unreadable line; re-read what it has already accepted, unless
+the storage says the session is not the one parsed.
 
-The log remembers what it has parsed (an `Index`) and, on every call, reads only the bytes
-appended since -- by itself or by any other writer. It notices a file that was replaced (device
-and inode differ), shrank (size below what was parsed) or changed at its end (the last parsed
-line's bytes no longer match) and then re-reads it from the start. An edit in the middle of the
-file that keeps its size and its last line is not noticed by a live log; a new one sees it.
+The log remembers what it has parsed (an `Index`) and, on every call, reads only what was
+appended since -- by itself or by any other writer. The file storage notices a file that was
+replaced, shrank or changed at its end, and the log then re-reads it from the start. An edit
+in the middle of the file that keeps its size and its last line is not noticed by a live log;
+a new one sees it. Parsing and every refusal are here, the same whatever the storage.
 """
 
 from __future__ import annotations
 
-import fcntl
 import os
 import threading
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
 import orjson
 
-from mulligan.home import open_private
 from mulligan.messages import Message
 from mulligan.session.errors import DuplicateId, SessionError, TornLine, UnknownEntry
-from mulligan.session.tree import Entry, Index
+from mulligan.session.storage import FileStorage, Releasable, Storage
+from mulligan.session.tree import Entry, Index, paused_gc
 from mulligan.session.view import messages_of, transcript
 
 # Keys every entry has; metadata passed by callers may not replace them.
 RESERVED = frozenset({"id", "type", "parent_id", "timestamp"})
-# How much of the last parsed line is kept to notice a file rewritten in place.
-_TAIL_WINDOW = 64 * 1024
 
 
 def timestamp() -> str:
     """Now, ISO-8601 UTC with milliseconds: 2026-11-30T10:00:00.000Z."""
     return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-def _read_at(fd: int, offset: int, length: int) -> bytes:
-    chunks = []
-    while length > 0:
-        chunk = os.pread(fd, length, offset)
-        if not chunk:  # the file shrank under us: the caller compares sizes and re-reads
-            break
-        chunks.append(chunk)
-        offset += len(chunk)
-        length -= len(chunk)
-    return b"".join(chunks) if len(chunks) != 1 else chunks[0]
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    # One write() is the rule; a regular file only writes short on a full disk or a signal,
-    # and then the rest follows while the lock is still held, so nothing can come between.
-    view = memoryview(data)
-    while view:
-        written = os.write(fd, view)
-        view = view[written:]
 
 
 class SessionLog:
@@ -72,14 +47,27 @@ class SessionLog:
     returned, so a power cut loses at most the entry being written; fsync=False is for bulk
     tools. Thread-safe; any number of SessionLog objects, in any number of processes, may
     share one file. The dicts handed out are the log's own: treat them as read-only.
+    SessionLog(storage=...) is the same log over another storage (a database session);
+    `path` is then the storage's name.
     """
 
-    def __init__(self, path: str | os.PathLike[str], *, fsync: bool = True) -> None:
-        self.path = path
+    def __init__(self, path: str | os.PathLike[str] | None = None, *, fsync: bool = True,
+                 storage: Storage | None = None) -> None:
+        if storage is None:
+            if path is None:
+                raise TypeError("SessionLog needs a path or a storage")
+            storage = FileStorage(path, fsync=fsync)
+        self.path: str | os.PathLike[str] = path if path is not None else storage.name
         self.fsync = fsync
-        self._name = os.fspath(path)
+        self.storage = storage
+        self._name = storage.name
         self._mutex = threading.RLock()
-        self._reset()
+        self._index = Index(self._name)
+
+    def lease(self) -> Releasable:
+        """Take the session's lease for this process (one live writer): LeaseHeld naming the
+        holder when another live process has it."""
+        return self.storage.lease()
 
     def __repr__(self) -> str:
         return f"SessionLog({self._name!r})"
@@ -190,112 +178,68 @@ class SessionLog:
             if must_exist is not None:
                 self._refresh()
                 self._index.position(must_exist)  # fail fast: no file is created for nothing
-            with self._open(write=True, create=must_exist is None) as opened:
-                if opened is None:  # deleted since the check above
-                    self._reset()
-                    raise UnknownEntry(f"no entry has the id {must_exist!r}",
-                                       file=self._name, entry_id=must_exist)
-                fd, created = opened
-                self._catch_up(fd)
-                index = self._index
-                if must_exist is not None:
-                    index.position(must_exist)
-                number = len(index.entries) + 1
-                new_id = f"e{number}"
-                if new_id in index.by_id:
-                    raise DuplicateId(
-                        f"the next line would take the id {new_id}, which line "
-                        f"{index.by_id[new_id] + 1} already has (ids are 'e' + line number)",
-                        file=self._name, line=number, entry_id=new_id)
-                entry = {"id": new_id, "type": type_,
-                         "parent_id": parent if parent is not None else index.tip(),
-                         "timestamp": timestamp(), **fields}
-                line = orjson.dumps(entry) + b"\n"  # TypeError here: nothing written
-                _write_all(fd, line)
-                if self.fsync:
-                    os.fsync(fd)
-                    if created:
-                        _fsync_folder(self._name)
-                # Parse our own bytes back: the entry kept is exactly what a reader gets, and
-                # the caller's message dict may change later without changing the log.
-                index.add_entry(orjson.loads(line[:-1]), number)
-                self._size += len(line)
-                self._tail = line[-_TAIL_WINDOW:]
-                return new_id
+            try:
+                with self.storage.appending(create=must_exist is None) as writer:
+                    if writer is None:  # deleted since the check above
+                        self._reset()
+                        raise UnknownEntry(f"no entry has the id {must_exist!r}",
+                                           file=self._name, entry_id=must_exist)
+                    self._ingest(*writer.fetch())
+                    index = self._index
+                    if must_exist is not None:
+                        index.position(must_exist)
+                    number = len(index.entries) + 1
+                    new_id = f"e{number}"
+                    if new_id in index.by_id:
+                        raise DuplicateId(
+                            f"the next line would take the id {new_id}, which line "
+                            f"{index.by_id[new_id] + 1} already has (ids are 'e' + line "
+                            f"number)", file=self._name, line=number, entry_id=new_id)
+                    entry = {"id": new_id, "type": type_,
+                             "parent_id": parent if parent is not None else index.tip(),
+                             "timestamp": timestamp(), **fields}
+                    line = orjson.dumps(entry) + b"\n"  # TypeError here: nothing written
+                    writer.write(line, entry)
+                    # Parse our own bytes back: the entry kept is exactly what a reader gets,
+                    # and the caller's message dict may change later without changing the log.
+                    index.add_entry(orjson.loads(line[:-1]), number)
+                    self.storage.accept(line, len(line))
+            except SessionError:
+                raise
+            except BaseException:
+                # The line may or may not have been kept (a failed fsync, a dropped database
+                # connection): forget what was parsed, so the next call reads what is there.
+                self._reset()
+                raise
+            return new_id
 
-    # ---- the file ------------------------------------------------------------------------
+    # ---- reading the storage -----------------------------------------------------------
 
     def _reset(self) -> None:
         self._index = Index(self._name)
-        self._ident: tuple[int, int] | None = None
-        self._size = 0  # bytes parsed, always at the end of a complete line
-        self._tail = b""  # the last bytes of the last parsed line, newline included
-
-    @contextmanager
-    def _open(self, *, write: bool, create: bool) -> Iterator[tuple[int, bool] | None]:
-        """The file, open and locked (exclusive to write, shared to read), as (fd, created);
-        None if it does not exist and may not be created. Retries if the path was replaced
-        between open() and flock(), so the lock is always on the file the path names."""
-        flags = (os.O_RDWR | os.O_APPEND if write else os.O_RDONLY) | os.O_CLOEXEC
-        while True:
-            created = False
-            try:
-                fd = os.open(self._name, flags)
-            except FileNotFoundError:
-                if not create:
-                    yield None
-                    return
-                try:
-                    fd = open_private(self._name, flags)
-                    created = True
-                except FileExistsError:
-                    continue
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX if write else fcntl.LOCK_SH)
-                mine = os.fstat(fd)
-                try:
-                    named = os.stat(self._name)
-                    same = (named.st_dev, named.st_ino) == (mine.st_dev, mine.st_ino)
-                except FileNotFoundError:
-                    same = False
-                if not same:
-                    continue  # replaced or deleted while we waited: open what is there now
-                yield fd, created
-                return
-            finally:
-                os.close(fd)  # closing releases the lock
+        self.storage.forget()
 
     def _refresh(self) -> None:
-        """Catch up with the file (a missing file reads as empty). The shared lock is held
-        only while bytes are read: parsing them needs no lock, and writers need not wait."""
-        with self._open(write=False, create=False) as opened:
-            if opened is None:
-                if self._ident is not None:
-                    self._reset()
-                return
-            data = self._fetch(opened[0])
-        self._ingest(data)
+        """Catch up with the storage (a missing file reads as empty)."""
+        self._ingest(*self.storage.fetch())
 
-    def _catch_up(self, fd: int) -> None:
-        """Parse the bytes appended since the last call, under the caller's lock."""
-        self._ingest(self._fetch(fd))
+    def _ingest(self, fresh: bool, data: bytes | Iterator[bytes]) -> None:
+        """Parse `data`, the bytes after the last parsed line (after nothing when `fresh`),
+        or a storage's stream of them, chunk by chunk (each ends at a line's end), with the
+        collector paused across the chunks as it is across one big read. Raises TornLine for
+        a last line without its newline (and the named error for a bad line), after keeping
+        every complete line before it; what was not kept is fetched and refused again next
+        call."""
+        if fresh:
+            self._index = Index(self._name)
+        if not isinstance(data, bytes):
+            with paused_gc():
+                for chunk in data:
+                    self._ingest_bytes(chunk)
+            return
+        self._ingest_bytes(data)
 
-    def _fetch(self, fd: int) -> bytes:
-        """The bytes appended since the last call; if the file is not the one parsed (another
-        inode, smaller than what was parsed, or other bytes where the last parsed line was),
-        forget everything and return the whole file."""
-        stat = os.fstat(fd)
-        ident = (stat.st_dev, stat.st_ino)
-        if (ident != self._ident or stat.st_size < self._size
-                or _read_at(fd, self._size - len(self._tail), len(self._tail)) != self._tail):
-            self._reset()
-            self._ident = ident
-        return _read_at(fd, self._size, stat.st_size - self._size)
-
-    def _ingest(self, data: bytes) -> None:
-        """Parse `data`, the bytes after the last parsed line. Raises TornLine for a last line
-        without its newline (and the named error for a bad line), after keeping every
-        complete line before it; what was not kept is fetched and refused again next call."""
+    def _ingest_bytes(self, data: bytes) -> None:
         if not data:
             return
         before = len(self._index.entries)
@@ -303,9 +247,9 @@ class SessionLog:
             used = self._index.add_data(data)
         except SessionError:
             used = _complete_lines(data, len(self._index.entries) - before)
-            self._advance(data, used)
+            self.storage.accept(data, used)
             raise
-        self._advance(data, used)
+        self.storage.accept(data, used)
         if used < len(data):
             try:
                 whole = type(orjson.loads(data[used:])) is dict
@@ -316,14 +260,6 @@ class SessionLog:
                    "session repair` sets it aside)")
             raise TornLine(f"the last line has no newline: {fix}",
                            file=self._name, line=len(self._index.entries) + 1)
-
-    def _advance(self, data: bytes, used: int) -> None:
-        """`used` bytes of `data` (whole lines) are parsed: move the mark, keep the tail."""
-        if used == 0:
-            return
-        self._size += used
-        last = data.rfind(b"\n", 0, used - 1) + 1
-        self._tail = data[max(last, used - _TAIL_WINDOW):used]
 
 
 def _complete_lines(data: bytes, count: int) -> int:
@@ -338,13 +274,3 @@ def _check_meta(meta: dict[str, Any]) -> None:
     clash = RESERVED.intersection(meta)
     if clash:
         raise ValueError(f"entry keys {sorted(clash)} are the log's own and cannot be set")
-
-
-def _fsync_folder(name: str) -> None:
-    """Make a new file's name durable too: without this a power cut could lose the file."""
-    folder = os.path.dirname(os.path.abspath(name))
-    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

@@ -33,7 +33,8 @@ from mulligan.session.errors import (
     TargetExists,
     TornLine,
 )
-from mulligan.session.log import _fsync_folder, _write_all, timestamp
+from mulligan.session.log import timestamp
+from mulligan.session.storage import fsync_folder, write_all
 from mulligan.session.tree import _what, ancestors, entry_problem
 
 _SHOW = 50  # problems listed by format(); the rest are counted
@@ -316,11 +317,11 @@ def _write_sidecar(name: str, fragment: bytes) -> str:
         except FileExistsError:
             continue
         try:
-            _write_all(fd, fragment)
+            write_all(fd, fragment)
             os.fsync(fd)
         finally:
             os.close(fd)
-        _fsync_folder(sidecar)
+        fsync_folder(sidecar)
         return sidecar
     raise FileExistsError(f"{base}: too many sidecar files already")
 
@@ -399,7 +400,7 @@ def _write_new(new_name: str, body: bytes) -> None:
     fd = open_private(temp)
     try:
         try:
-            _write_all(fd, body)
+            write_all(fd, body)
             os.fsync(fd)
         finally:
             os.close(fd)
@@ -410,7 +411,7 @@ def _write_new(new_name: str, body: bytes) -> None:
                                file=new_name) from None
     finally:
         os.unlink(temp)
-    _fsync_folder(new_name)
+    fsync_folder(new_name)
 
 
 __all__ = ["CheckReport", "RepairReport", "SessionError", "check", "migrate", "repair"]

@@ -17,6 +17,7 @@ from __future__ import annotations
 import gc
 import os
 from collections.abc import Callable, Hashable, Iterator
+from contextlib import contextmanager
 from typing import Any, TypeVar
 
 import orjson
@@ -64,14 +65,10 @@ class Index:
         zero-copy memoryview slices, the checks run as C loops, and the cyclic garbage
         collector is paused during a big parse (it would otherwise re-scan every dict
         parsed so far, several times over)."""
-        paused = len(data) > _PAUSE_GC_ABOVE and gc.isenabled()
-        if paused:
-            gc.disable()
-        try:
+        if len(data) <= _PAUSE_GC_ABOVE:
             return self._add_data(data)
-        finally:
-            if paused:
-                gc.enable()
+        with paused_gc():
+            return self._add_data(data)
 
     def _add_data(self, data: bytes) -> int:
         view, find, loads = memoryview(data), data.find, orjson.loads
@@ -205,6 +202,20 @@ class Index:
         """The entries from the first one down to `leaf_id`, oldest first."""
         entries = self.entries
         return [entries[i] for i in self.walk(leaf_id)]
+
+
+@contextmanager
+def paused_gc() -> Iterator[None]:
+    """The cyclic collector off for a big parse (it would re-scan every dict parsed so far,
+    several times over), and back as it was after; nested uses are free."""
+    paused = gc.isenabled()
+    if paused:
+        gc.disable()
+    try:
+        yield
+    finally:
+        if paused:
+            gc.enable()
 
 
 def _well_typed(entry: Entry) -> bool:

@@ -32,7 +32,7 @@ _GLANCE_WAIT = 0.5
 class LeaseHeld(RuntimeError):
     """Another live process holds the lease on this session."""
 
-    def __init__(self, session: Path, holder: dict[str, Any]) -> None:
+    def __init__(self, session: Path | str, holder: dict[str, Any]) -> None:
         self.session, self.holder = session, holder
         who = (f"pid {holder.get('pid')} on {holder.get('host')}, since {holder.get('started')}"
                if holder.get("pid") else "a process that is starting up")
@@ -100,7 +100,7 @@ def acquire(session: Path) -> Lease:
         except BlockingIOError:
             os.close(fd)
             holder = read_holder(session) or {}
-            if not _alive(holder) and time.monotonic() < patience:
+            if not alive(holder) and time.monotonic() < patience:
                 # No live holder named: most likely `is_free` (sessions ls) glancing at a
                 # stale lease with its shared lock for a moment. Look again shortly.
                 time.sleep(0.02)
@@ -122,7 +122,7 @@ def acquire(session: Path) -> Lease:
         return lease
 
 
-def _alive(holder: dict[str, Any]) -> bool:
+def alive(holder: dict[str, Any]) -> bool:
     """True if `holder` names a process that exists on this host (a hint, never a decision:
     the lock decides)."""
     pid = holder.get("pid")

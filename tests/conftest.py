@@ -1,0 +1,34 @@
+"""Fixtures shared by several test files: a throwaway PostgreSQL server (tests/pg_server.py).
+
+`pg_server` starts one server for the whole run, on first use; `pg_url` is a fresh, empty
+database on it for each test. Without PostgreSQL's server binaries they skip with the reason
+-- except under CI=true, where a missing server is a missing install step and fails."""
+
+from __future__ import annotations
+
+import os
+import secrets
+from collections.abc import Iterator
+
+import pytest
+
+import pg_server
+
+
+@pytest.fixture(scope="session")
+def pg_server_running() -> Iterator[pg_server.Server]:
+    problem = pg_server.problem()
+    if problem is not None:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI must run the PostgreSQL tests: {problem}")
+        pytest.skip(problem)
+    server = pg_server.Server().start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def pg_url(pg_server_running: pg_server.Server) -> str:
+    return pg_server_running.database(f"t_{secrets.token_hex(4)}")
