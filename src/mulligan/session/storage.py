@@ -139,15 +139,25 @@ class FileStorage:
         last = data.rfind(b"\n", 0, used - 1) + 1
         self._tail = data[max(last, used - _TAIL_WINDOW):used]
 
-    @contextmanager
-    def appending(self, create: bool) -> Iterator[_FileWriter | None]:
-        with self._open(write=True, create=create) as opened:
-            yield None if opened is None else _FileWriter(self, *opened)
+    def appending(self, create: bool) -> _FileWriter:
+        # A class, not a generator: an append is on the hot path of every message.
+        return _FileWriter(self, create)
 
     @contextmanager
     def _open(self, *, write: bool, create: bool) -> Iterator[tuple[int, bool] | None]:
         """The file, open and locked (exclusive to write, shared to read), as (fd, created);
-        None if it does not exist and may not be created. Retries if the path was replaced
+        None if it does not exist and may not be created."""
+        opened = self._locked(write=write, create=create)
+        if opened is None:
+            yield None
+            return
+        try:
+            yield opened
+        finally:
+            os.close(opened[0])  # closing releases the lock
+
+    def _locked(self, *, write: bool, create: bool) -> tuple[int, bool] | None:
+        """Open and lock the file; the caller closes it. Retries if the path was replaced
         between open() and flock(), so the lock is always on the file the path names."""
         flags = (os.O_RDWR | os.O_APPEND if write else os.O_RDONLY) | os.O_CLOEXEC
         while True:
@@ -156,8 +166,7 @@ class FileStorage:
                 fd = os.open(self.name, flags)
             except FileNotFoundError:
                 if not create:
-                    yield None
-                    return
+                    return None
                 try:
                     fd = open_private(self.name, flags)
                     created = True
@@ -171,17 +180,32 @@ class FileStorage:
                     same = (named.st_dev, named.st_ino) == (mine.st_dev, mine.st_ino)
                 except FileNotFoundError:
                     same = False
-                if not same:
-                    continue  # replaced or deleted while we waited: open what is there now
-                yield fd, created
-                return
-            finally:
-                os.close(fd)  # closing releases the lock
+            except BaseException:
+                os.close(fd)
+                raise
+            if same:
+                return fd, created
+            os.close(fd)  # replaced or deleted while we waited: open what is there now
 
 
 class _FileWriter:
-    def __init__(self, storage: FileStorage, fd: int, created: bool) -> None:
-        self._storage, self._fd, self._created = storage, fd, created
+    """The exclusive hold on the file for one append (a context manager): the fd, locked."""
+
+    def __init__(self, storage: FileStorage, create: bool) -> None:
+        self._storage, self._create = storage, create
+        self._fd, self._created = -1, False
+
+    def __enter__(self) -> _FileWriter | None:
+        opened = self._storage._locked(write=True, create=self._create)
+        if opened is None:
+            return None
+        self._fd, self._created = opened
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)  # closing releases the lock
+            self._fd = -1
 
     def fetch(self) -> tuple[bool, bytes]:
         return self._storage._fetch(self._fd)
