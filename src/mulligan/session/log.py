@@ -233,9 +233,14 @@ class SessionLog:
         if fresh:
             self._index = Index(self._name)
         if not isinstance(data, bytes):
-            with paused_gc():
-                for chunk in data:
-                    self._ingest_bytes(chunk)
+            try:
+                with paused_gc():
+                    for chunk in data:
+                        self._ingest_bytes(chunk)
+            finally:  # a refusal mid-stream: the stream ends now, not when collected
+                close = getattr(data, "close", None)
+                if close is not None:
+                    close()
             return
         self._ingest_bytes(data)
 
