@@ -11,6 +11,14 @@ appended since -- by itself or by any other writer. The file storage notices a f
 replaced, shrank or changed at its end, and the log then re-reads it from the start. An edit
 in the middle of the file that keeps its size and its last line is not noticed by a live log;
 a new one sees it. Parsing and every refusal are here, the same whatever the storage.
+
+A session file also has a line table (`mulligan.session.sidecar`), kept in step by every
+append and saved beside the file. A new log whose file has a sidecar that describes it
+exactly opens lazily (`mulligan.session.lazy`): the tip, a branch, the transcript parse only
+the lines on the path; `entries()`, or anything the table cannot answer exactly, reads the
+file whole as before -- validating every line -- and the log stays whole from then on. A
+file without a usable sidecar is read whole and gets a fresh one. Either way the answers
+and refusals are those of the full read.
 """
 
 from __future__ import annotations
@@ -24,7 +32,9 @@ from typing import Any
 import orjson
 
 from mulligan.messages import Message
+from mulligan.session import sidecar as tables
 from mulligan.session.errors import DuplicateId, SessionError, TornLine, UnknownEntry
+from mulligan.session.lazy import LazyFile, Stale
 from mulligan.session.storage import FileStorage, Releasable, Storage
 from mulligan.session.tree import Entry, Index, paused_gc
 from mulligan.session.view import messages_of, transcript
@@ -48,11 +58,12 @@ class SessionLog:
     tools. Thread-safe; any number of SessionLog objects, in any number of processes, may
     share one file. The dicts handed out are the log's own: treat them as read-only.
     SessionLog(storage=...) is the same log over another storage (a database session);
-    `path` is then the storage's name.
+    `path` is then the storage's name. sidecar=False never reads or writes the sidecar
+    (every open is a full read: the reference reader the tests compare against).
     """
 
     def __init__(self, path: str | os.PathLike[str] | None = None, *, fsync: bool = True,
-                 storage: Storage | None = None) -> None:
+                 storage: Storage | None = None, sidecar: bool = True) -> None:
         if storage is None:
             if path is None:
                 raise TypeError("SessionLog needs a path or a storage")
@@ -63,6 +74,12 @@ class SessionLog:
         self._name = storage.name
         self._mutex = threading.RLock()
         self._index = Index(self._name)
+        # The file's line table and how the log reads: None until the first call; a
+        # LazyFile while the table answers; "whole" once the Index holds every line.
+        self._file = storage if isinstance(storage, FileStorage) and sidecar else None
+        self._table: tables.Table | None = None
+        self._lazy: LazyFile | None = None
+        self._whole = self._file is None
 
     def lease(self) -> Releasable:
         """Take the session's lease for this process (one live writer): LeaseHeld naming the
@@ -78,27 +95,64 @@ class SessionLog:
         """Every entry, file order, as dicts; [] when there is no file yet. Refuses (TornLine,
         NotAnObject, BadEntry, DuplicateId) a file with a line it cannot trust, naming it."""
         with self._mutex:
+            self._go_whole()
             self._refresh()
             return list(self._index.entries)
 
     def tip(self) -> str | None:
         """The id of the last line of the file, or None when there is no entry yet."""
         with self._mutex:
-            self._refresh()
-            return self._index.tip()
+            lazy = self._refresh()
+            return lazy.tip() if lazy is not None else self._index.tip()
 
     def entry(self, entry_id: str) -> Entry:
         """The entry with that id; UnknownEntry (a ValueError) naming it if there is none."""
         with self._mutex:
-            self._refresh()
+            lazy = self._refresh()
+            if lazy is not None:
+                try:
+                    return lazy.entries_at([lazy.position(entry_id)])[0]
+                except Stale:
+                    self._go_whole()
+                    self._refresh()
             return self._index.entries[self._index.position(entry_id)]
 
     def branch(self, leaf_id: str | None) -> list[Entry]:
         """path(entries, leaf_id) over this log, using its index: the entries from the first
         one down to `leaf_id`. Validates the walk like path()."""
         with self._mutex:
-            self._refresh()
+            lazy = self._refresh()
+            if lazy is not None:
+                try:
+                    return lazy.path(leaf_id)
+                except Stale:
+                    self._go_whole()
+                    self._refresh()
             return self._index.path(leaf_id)
+
+    def of_type(self, type_: str) -> list[Entry]:
+        """The entries of one type (session_info, label, ...), file order; through the line
+        table when the log reads lazily, without parsing the other lines."""
+        kind = tables.KINDS.get(type_)
+        with self._mutex:
+            lazy = self._refresh()
+            if lazy is not None and kind is not None:
+                try:
+                    return lazy.of_kind(kind)
+                except Stale:
+                    self._go_whole()
+                    self._refresh()
+            if lazy is not None:
+                self._go_whole()
+                self._refresh()
+            return [e for e in self._index.entries if e.get("type") == type_]
+
+    def table(self) -> tables.Table | None:
+        """The file's line table as the log has it now (None: no file, a database session,
+        or a file whose ids are not its line numbers). Read-only."""
+        with self._mutex:
+            self._refresh()
+            return self._table if self._lazy is None else self._lazy.table
 
     def rows(self) -> list[tuple[str, Message]]:
         """(entry id, message) for every message on the branch that ends at the tip, oldest
@@ -114,7 +168,13 @@ class SessionLog:
 
     def _tip_branch(self) -> list[Entry]:
         with self._mutex:
-            self._refresh()
+            lazy = self._refresh()
+            if lazy is not None:
+                try:
+                    return lazy.path(lazy.tip())
+                except Stale:
+                    self._go_whole()
+                    self._refresh()
             index = self._index
             return list(map(index.entries.__getitem__, index.walk(index.tip())))
 
@@ -176,8 +236,17 @@ class SessionLog:
         must_exist = parent or needs
         with self._mutex:
             if must_exist is not None:
-                self._refresh()
-                self._index.position(must_exist)  # fail fast: no file is created for nothing
+                lazy = self._refresh()
+                # fail fast: no file is created for nothing
+                (lazy or self._index).position(must_exist)
+            if not self._whole and self._lazy is None and self._file is not None:
+                self._lazy = LazyFile.open(self._file)
+                if self._lazy is None:
+                    self._go_whole()
+            if self._lazy is not None:
+                done = self._append_lazily(type_, fields, parent, must_exist)
+                if done is not None:
+                    return done
             try:
                 with self.storage.appending(create=must_exist is None) as writer:
                     if writer is None:  # deleted since the check above
@@ -202,8 +271,10 @@ class SessionLog:
                     writer.write(line, entry)
                     # Parse our own bytes back: the entry kept is exactly what a reader gets,
                     # and the caller's message dict may change later without changing the log.
-                    index.add_entry(orjson.loads(line[:-1]), number)
+                    index.add_line(orjson.loads(line[:-1]), len(line))
                     self.storage.accept(line, len(line))
+                    if self._file is not None:
+                        self._keep_table(os.stat(self._name), line, persist=True)
             except SessionError:
                 raise
             except BaseException:
@@ -213,15 +284,132 @@ class SessionLog:
                 raise
             return new_id
 
+    def _append_lazily(self, type_: str, fields: dict[str, Any], parent: str | None,
+                       must_exist: str | None) -> str | None:
+        """The append of a log reading through its table: under the file's exclusive lock,
+        the table caught up with the file (or None: the log reads whole, and the caller
+        appends as a whole log does), the id and parent from it, one line written, the
+        table and the sidecar moved on with it."""
+        lazy = self._lazy
+        file = self._file
+        if lazy is None or file is None:
+            return None
+        with file.appending(create=False) as writer:
+            if writer is None:
+                self._go_whole(keep_table=False)
+                return None
+            before = os.fstat(writer.fd)
+            try:
+                lazy.adopt(writer.fd, before)
+            except Stale:
+                self._go_whole(keep_table=False)
+                return None
+            if must_exist is not None:
+                lazy.position(must_exist)
+            table = lazy.table
+            number = table.count + 1
+            entry = {"id": f"e{number}", "type": type_,
+                     "parent_id": parent if parent is not None else lazy.tip(),
+                     "timestamp": timestamp(), **fields}
+            line = orjson.dumps(entry) + b"\n"  # TypeError here: nothing written
+            try:
+                writer.write(line, entry)
+            except BaseException:
+                self._reset()
+                raise
+            lazy.parsed[number - 1] = orjson.loads(line[:-1])
+            head, first = table.header(), table.count
+            after = os.fstat(writer.fd)
+            if after.st_size != before.st_size + len(line):  # someone wrote without the lock
+                self._reset()
+                return str(entry["id"])
+            up = lazy.position(entry["parent_id"]) if entry["parent_id"] is not None \
+                else tables.ROOT
+            table.add(after.st_size, up, tables.kind_of(entry))
+            table.state, table.last = tables.file_state(after), tables.line_hash(line)
+            tables.append(file.name, table, head, first)
+            return str(entry["id"])
+
     # ---- reading the storage -----------------------------------------------------------
 
     def _reset(self) -> None:
+        """Forget everything read: the next call reads the file again (lazily if it can)."""
         self._index = Index(self._name)
         self.storage.forget()
+        self._table, self._lazy = None, None
+        self._whole = self._file is None
 
-    def _refresh(self) -> None:
-        """Catch up with the storage (a missing file reads as empty)."""
+    def _go_whole(self, *, keep_table: bool = True) -> None:
+        """From now on the log holds every line (an Index), read and validated whole. The
+        lazy table is kept to be extended (`keep_table`) unless it was found wrong."""
+        if self._whole:
+            return
+        kept = self._lazy.table if keep_table and self._lazy is not None else None
+        self._lazy, self._whole = None, True
+        self._index, self._table = Index(self._name), kept
+        self.storage.forget()
+
+    def _refresh(self) -> LazyFile | None:
+        """Catch up with the storage (a missing file reads as empty). Returns the LazyFile
+        while the log reads through the table; None when the Index has every line."""
+        if not self._whole:
+            lazy = self._lazy or (LazyFile.open(self._file) if self._file else None)
+            if lazy is not None:
+                try:
+                    if lazy is self._lazy:
+                        lazy.refresh()
+                    self._lazy = lazy
+                    return lazy
+                except Stale:
+                    pass
+            self._go_whole(keep_table=False)
+        first_read = not self._index.entries
         self._ingest(*self.storage.fetch())
+        if self._file is not None and self._index.entries:
+            stat = self._file.stat
+            if stat is not None and stat.st_size == self._index.size:
+                self._keep_table(stat, None, persist=first_read)
+        return None
+
+    def _keep_table(self, stat: os.stat_result, line: bytes | None, *, persist: bool) -> None:
+        """Keep the line table in step with the Index (a whole log): extend it by the lines
+        read or written since and, when `persist`, write the sidecar (its new records in
+        place when it is in step, else whole). A file whose ids are not its line numbers
+        has no table."""
+        index, table = self._index, self._table
+        if table is not None and (table.count > len(index.entries) or (
+                table.count and index.ends[table.count - 1] != table.ends[-1])):
+            table = None  # it described some other content: build it again
+        if table is None:
+            last = line if line is not None else tables.read_last(self._name, index.ends)
+            built = None if last is None else tables.build(
+                index.entries, index.ends, index.ups(), tables.file_state(stat), last)
+            self._table = built
+            if built is None:
+                tables.remove(self._name)
+            elif persist:
+                tables.save(self._name, built)
+            return
+        head, first = table.header(), table.count
+        for at in range(first, len(index.entries)):
+            entry, up = index.entries[at], index.ups()[at]
+            if entry["id"] != f"e{at + 1}":
+                self._table = None
+                tables.remove(self._name)
+                return
+            parent = tables.ROOT if entry.get("parent_id", 0) is None else (
+                up if up is not None and up < at else tables.UNRESOLVED)
+            table.add(index.ends[at], parent, tables.kind_of(entry))
+        last_line = line if line is not None else tables.read_last(self._name, index.ends)
+        if last_line is None:
+            self._table = None
+            return
+        table.state, table.last = tables.file_state(stat), tables.line_hash(last_line)
+        if persist:
+            if table.count > first:
+                tables.append(self._name, table, head, first)
+            else:
+                tables.save(self._name, table)
 
     def _ingest(self, fresh: bool, data: bytes | Iterator[bytes]) -> None:
         """Parse `data`, the bytes after the last parsed line (after nothing when `fresh`),
@@ -231,7 +419,7 @@ class SessionLog:
         every complete line before it; what was not kept is fetched and refused again next
         call."""
         if fresh:
-            self._index = Index(self._name)
+            self._index, self._table = Index(self._name), None
         if not isinstance(data, bytes):
             try:
                 with paused_gc():

@@ -95,6 +95,7 @@ class FileStorage:
     def __init__(self, path: str | os.PathLike[str], *, fsync: bool = True) -> None:
         self.name = os.fspath(path)
         self.fsync = fsync
+        self.stat: os.stat_result | None = None  # the file as the last fetch found it
         self.forget()
 
     def forget(self) -> None:
@@ -123,7 +124,7 @@ class FileStorage:
             return self._fetch(opened[0])
 
     def _fetch(self, fd: int) -> tuple[bool, bytes]:
-        stat = os.fstat(fd)
+        stat = self.stat = os.fstat(fd)
         ident = (stat.st_dev, stat.st_ino)
         fresh = (ident != self._ident or stat.st_size < self._size
                  or read_at(fd, self._size - len(self._tail), len(self._tail)) != self._tail)
@@ -193,27 +194,27 @@ class _FileWriter:
 
     def __init__(self, storage: FileStorage, create: bool) -> None:
         self._storage, self._create = storage, create
-        self._fd, self._created = -1, False
+        self.fd, self._created = -1, False
 
     def __enter__(self) -> _FileWriter | None:
         opened = self._storage._locked(write=True, create=self._create)
         if opened is None:
             return None
-        self._fd, self._created = opened
+        self.fd, self._created = opened
         return self
 
     def __exit__(self, *exc: object) -> None:
-        if self._fd >= 0:
-            os.close(self._fd)  # closing releases the lock
-            self._fd = -1
+        if self.fd >= 0:
+            os.close(self.fd)  # closing releases the lock
+            self.fd = -1
 
     def fetch(self) -> tuple[bool, bytes]:
-        return self._storage._fetch(self._fd)
+        return self._storage._fetch(self.fd)
 
     def write(self, line: bytes, entry: dict[str, Any]) -> None:
-        write_all(self._fd, line)
+        write_all(self.fd, line)
         if self._storage.fsync:
-            os.fsync(self._fd)
+            os.fsync(self.fd)
             if self._created:
                 fsync_folder(self._storage.name)
 

@@ -51,6 +51,10 @@ class Index:
         # None when there is none to follow (a first entry, or one the walk must refuse, or a
         # parent not read yet), and then the walk looks at the entry itself.
         self._up: list[int | None] = []
+        # ends[i]: the byte offset just after line i's newline (the line table's offsets);
+        # size: the bytes of the lines accepted.
+        self.ends: list[int] = []
+        self.size = 0
 
     # ---- reading lines -------------------------------------------------------------------
 
@@ -73,21 +77,41 @@ class Index:
     def _add_data(self, data: bytes) -> int:
         view, find, loads = memoryview(data), data.find, orjson.loads
         parsed: list[Any] = []
-        append = parsed.append
+        stops: list[int] = []
+        append, stop = parsed.append, stops.append
         start = 0
         broken: orjson.JSONDecodeError | None = None
         try:
             while (end := find(b"\n", start)) >= 0:
                 append(loads(view[start:end]))
                 start = end + 1
+                stop(start)
         except orjson.JSONDecodeError as exc:
             broken = exc
-        if not self._add_checked(parsed):
-            self._add_one_by_one(parsed)
+        before = len(self.entries)
+        try:
+            if not self._add_checked(parsed):
+                self._add_one_by_one(parsed)
+        finally:
+            accepted, base = len(self.entries) - before, self.size
+            if accepted:
+                kept = stops[:accepted] if accepted < len(stops) else stops
+                self.ends.extend(kept if not base else [base + at for at in kept])
+                self.size = self.ends[-1]
         if broken is not None:
             raise NotAnObject(f"not a JSON object ({broken})", file=self.file,
                               line=len(self.entries) + 1)
         return start
+
+    def ups(self) -> list[int | None]:
+        """Each line's parent position as found when it was read (None: not found then)."""
+        return self._up
+
+    def add_line(self, entry: Any, length: int) -> None:
+        """`add_entry` for a line of `length` bytes (newline included) this log wrote."""
+        self.add_entry(entry)
+        self.size += length
+        self.ends.append(self.size)
 
     def _add_checked(self, parsed: list[Any]) -> bool:
         """Accept `parsed` at once if every item is a well-typed entry (`_well_typed`) with a

@@ -1,0 +1,119 @@
+"""A session file read through its line table: only the lines a question needs are parsed.
+
+`LazyFile.open(storage)` gives one when the file's sidecar describes it exactly (see
+`mulligan.session.sidecar`); every answer then comes from the table and the few lines it
+points at, read through mmap and parsed once (kept). Anything the table cannot answer
+exactly -- the file changed in a way the sidecar does not describe, a walk through a parent
+the table cannot follow, a line whose id or parent is not what the table says -- raises
+`Stale`, and the log reads the file whole instead, where every refusal is made by name. So a
+lazy answer is always the answer of the full read, or no answer.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+from typing import Any
+
+import orjson
+
+from mulligan.session.errors import UnknownEntry
+from mulligan.session.sidecar import ROOT, Table, file_state, load
+from mulligan.session.storage import FileStorage
+
+Entry = dict[str, Any]
+
+
+class Stale(Exception):
+    """The table cannot answer this exactly: read the file whole."""
+
+
+class LazyFile:
+    def __init__(self, storage: FileStorage, table: Table) -> None:
+        self.storage, self.table = storage, table
+        self.parsed: dict[int, Entry] = {}
+
+    @classmethod
+    def open(cls, storage: FileStorage) -> LazyFile | None:
+        """The file through its sidecar, or None (no file, no sidecar, or a stale one)."""
+        with storage._open(write=False, create=False) as opened:
+            if opened is None:
+                return None
+            fd = opened[0]
+            table = load(storage.name, fd, os.fstat(fd))
+        return cls(storage, table) if table is not None else None
+
+    def refresh(self) -> None:
+        """Catch up with appends other writers made (and recorded in the sidecar); Stale if
+        the file is not what the table, or a newer sidecar extending it, describes."""
+        with self.storage._open(write=False, create=False) as opened:
+            if opened is None:
+                raise Stale
+            self.adopt(opened[0], os.fstat(opened[0]))
+
+    def adopt(self, fd: int, stat: os.stat_result) -> None:
+        """Make the table describe the file as `stat` has it (the caller holds its lock)."""
+        if file_state(stat) == self.table.state:
+            return
+        newer = load(self.storage.name, fd, stat)
+        old = self.table
+        if newer is None or newer.count < old.count or (
+                old.count and newer.ends[old.count - 1] != old.ends[-1]):
+            raise Stale
+        self.table = newer
+
+    # ---- questions --------------------------------------------------------------------
+
+    def tip(self) -> str | None:
+        return f"e{self.table.count}" if self.table.count else None
+
+    def position(self, entry_id: Any) -> int:
+        """Where `entry_id` is: every id of a tabled file is "e" + its line number."""
+        if type(entry_id) is str and entry_id[:1] == "e" and entry_id[1:].isdigit() \
+                and entry_id[1:2] != "0" and int(entry_id[1:]) <= self.table.count:
+            return int(entry_id[1:]) - 1
+        raise UnknownEntry(f"no entry has the id {entry_id!r}", file=self.storage.name,
+                           entry_id=str(entry_id))
+
+    def path(self, leaf_id: str | None) -> list[Entry]:
+        if leaf_id is None:
+            return []
+        positions = self.table.path_from(self.position(leaf_id))
+        if positions is None:
+            raise Stale
+        return self.entries_at(positions)
+
+    def of_kind(self, kind: int) -> list[Entry]:
+        return self.entries_at(self.table.positions_of(kind))
+
+    def entries_at(self, positions: list[int]) -> list[Entry]:
+        """The entries at those line positions, parsed from the file (once each), each
+        checked against the table: its id and its parent must be what the table says."""
+        parsed = self.parsed
+        missing = [at for at in positions if at not in parsed]
+        if missing:
+            self._parse(missing)
+        return [parsed[at] for at in positions]
+
+    def _parse(self, positions: list[int]) -> None:
+        table, loads = self.table, orjson.loads
+        try:
+            fd = os.open(self.storage.name, os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            raise Stale from None
+        try:
+            if os.fstat(fd).st_size < table.ends[-1]:
+                raise Stale
+            with mmap.mmap(fd, table.ends[-1], prot=mmap.PROT_READ) as view:
+                for at in positions:
+                    entry = loads(view[table.start(at):table.ends[at] - 1])
+                    if type(entry) is not dict or entry.get("id") != f"e{at + 1}":
+                        raise Stale
+                    up = table.parents[at]
+                    if entry.get("parent_id", 0) != (None if up == ROOT else f"e{up + 1}"):
+                        raise Stale
+                    self.parsed[at] = entry
+        except (orjson.JSONDecodeError, ValueError, OSError):
+            raise Stale from None
+        finally:
+            os.close(fd)

@@ -1,0 +1,237 @@
+"""The line table of a session file, and its sidecar `<session>.jsonl.idx`: a cache, never a
+source of truth.
+
+A `Table` says, for every line of a session file, where it ends (a byte offset), which line
+is its parent, which message line is its nearest message ancestor, and what kind of entry it
+is -- 24 bytes a line. With it a log finds the lines on the path to the tip without parsing
+the others (`path_from`), a listing counts entries and attempts and finds the few lines it
+shows (`positions_of`), and an append knows the next id.
+
+The sidecar holds a table on disk: a 64-byte header (magic, line count, the session file's
+device, inode, size and mtime_ns, a hash of its last line, a CRC of the header) and then the
+records, three int64 each. `load` trusts it only when every one of those matches the file
+as it is now, under the file's lock; anything else (missing, torn, stale, another file) is
+None, and the caller reads the file whole -- validating every line as always -- and writes a
+fresh one (`save`, atomically: a temp file renamed over). An append adds one record and
+rewrites the header (`append`), under the session file's exclusive lock, so file and sidecar
+move together; a writer that does not know the sidecar leaves it stale, and stale is noticed.
+Only files whose ids are "e" + their line number (all Mulligan writes) get a table.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import struct
+import zlib
+from array import array
+from collections.abc import Sequence
+from typing import Any
+
+MAGIC = b"MULIDX1\n"
+_HEAD = struct.Struct("<8sQQQQQ12s")  # magic, count, dev, ino, size, mtime_ns, last-line hash
+HEADER_SIZE = _HEAD.size + 4  # + crc32 of the rest: 64
+RECORD = 24  # end offset, parent line, (nearest message ancestor + 2) << 8 | kind
+ROOT, UNRESOLVED = -1, -2  # parent codes: a first entry; a parent the table cannot follow
+SUFFIX = ".idx"
+
+# Entry kinds the table knows; 0 is any other type.
+KINDS = {"session_info": 3, "branch": 4, "branch_summary": 5, "compaction": 6, "label": 7}
+USER_MESSAGE, OTHER_MESSAGE = 1, 2
+
+
+def sidecar_path(session: str) -> str:
+    return session + SUFFIX
+
+
+def kind_of(entry: dict[str, Any]) -> int:
+    kind = entry.get("type")
+    if kind == "message":
+        message = entry.get("message")
+        return USER_MESSAGE if isinstance(message, dict) and message.get("role") == "user" \
+            else OTHER_MESSAGE
+    return KINDS.get(kind, 0) if isinstance(kind, str) else 0
+
+
+def line_hash(line: bytes) -> bytes:
+    return hashlib.blake2b(line, digest_size=12).digest()
+
+
+def file_state(stat: os.stat_result) -> tuple[int, int, int, int]:
+    return stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns
+
+
+class Table:
+    """The line table of one session file, and the file state it describes."""
+
+    def __init__(self, ends: array[int], parents: array[int], marks: array[int],
+                 state: tuple[int, int, int, int], last: bytes) -> None:
+        self.ends, self.parents, self.marks = ends, parents, marks
+        self.state = state  # (dev, ino, size, mtime_ns) of the file the table describes
+        self.last = last  # hash of the file's last line
+
+    @property
+    def count(self) -> int:
+        return len(self.ends)
+
+    def start(self, at: int) -> int:
+        return self.ends[at - 1] if at else 0
+
+    def kind(self, at: int) -> int:
+        return self.marks[at] & 0xFF
+
+    def path_from(self, at: int) -> list[int] | None:
+        """The line positions from the first entry down to line `at`, oldest first; None
+        when the walk meets a parent the table cannot follow (the caller reads the file
+        whole, where the walk refuses it by name)."""
+        parents, walked = self.parents, []
+        while True:
+            walked.append(at)
+            up = parents[at]
+            if up == ROOT:
+                walked.reverse()
+                return walked
+            if up < 0 or up >= at:  # unresolved, or not an earlier line: not for the table
+                return None
+            at = up
+
+    def positions_of(self, kind: int) -> list[int]:
+        return [at for at, mark in enumerate(self.marks) if mark & 0xFF == kind]
+
+    def attempts(self) -> int | None:
+        """How many message lines no later message follows (`branches.message_leaves`);
+        None if some parent could not be followed."""
+        if UNRESOLVED in self.parents:
+            return None
+        messages = [at for at, mark in enumerate(self.marks) if mark & 0xFF in (1, 2)]
+        followed = {self.marks[at] >> 8 for at in messages}
+        return sum(1 for at in messages if at + 2 not in followed)
+
+    def add(self, end: int, parent: int, kind: int) -> None:
+        """One more line, ending at `end`, whose parent is line `parent` (or a code)."""
+        self.ends.append(end)
+        self.parents.append(parent)
+        self.marks.append((self._nearest(parent) + 2) << 8 | kind)
+
+    def _nearest(self, parent: int) -> int:
+        if parent < 0:
+            return parent
+        return parent if self.marks[parent] & 0xFF in (1, 2) else (self.marks[parent] >> 8) - 2
+
+    def header(self) -> bytes:
+        dev, ino, size, mtime = self.state
+        head = _HEAD.pack(MAGIC, self.count, dev, ino, size, mtime, self.last)
+        return head + struct.pack("<I", zlib.crc32(head))
+
+    def records(self, first: int = 0) -> bytes:
+        out = array("q")
+        for at in range(first, self.count):
+            out.extend((self.ends[at], self.parents[at], self.marks[at]))
+        return out.tobytes()
+
+
+def build(entries: Sequence[dict[str, Any]], ends: Sequence[int], ups: Sequence[int | None],
+          state: tuple[int, int, int, int], last_line: bytes) -> Table | None:
+    """The table of a file just read whole (`ends[i]`: where line i ends; `ups[i]`: its
+    parent's position when the read found it), or None when its ids are not "e" + line."""
+    table = Table(array("q"), array("q"), array("q"), state, line_hash(last_line))
+    for at, (entry, up) in enumerate(zip(entries, ups, strict=True)):
+        if entry["id"] != f"e{at + 1}":
+            return None
+        if entry.get("parent_id", 0) is None:
+            parent = ROOT
+        else:
+            parent = up if up is not None and up < at else UNRESOLVED
+        table.add(ends[at], parent, kind_of(entry))
+    return table
+
+
+def load(session: str, fd: int, stat: os.stat_result) -> Table | None:
+    """The sidecar's table if it describes the file open on `fd` exactly as `stat` says it
+    is (checked: header CRC, device, inode, size, mtime, the last line's hash, the records'
+    length); else None. The caller holds the file's lock."""
+    try:
+        with open(sidecar_path(session), "rb") as handle:
+            data = handle.read()
+    except OSError:
+        return None
+    if len(data) < HEADER_SIZE:
+        return None
+    head = data[:_HEAD.size]
+    (crc,) = struct.unpack_from("<I", data, _HEAD.size)
+    if zlib.crc32(head) != crc:
+        return None
+    magic, count, dev, ino, size, mtime, last = _HEAD.unpack(head)
+    state = file_state(stat)
+    if magic != MAGIC or (dev, ino, size, mtime) != state or count == 0:
+        return None
+    body = data[HEADER_SIZE:HEADER_SIZE + count * RECORD]
+    if len(body) != count * RECORD:
+        return None
+    flat = array("q")
+    flat.frombytes(body)
+    table = Table(flat[0::3], flat[1::3], flat[2::3], state, last)
+    if table.ends[-1] != size:
+        return None
+    start = table.start(count - 1)
+    if line_hash(os.pread(fd, size - start, start)) != last:
+        return None
+    return table
+
+
+def save(session: str, table: Table) -> None:
+    """Write the whole sidecar for `table`, atomically; a failure (a read-only folder) is
+    ignored: the sidecar is a cache."""
+    target = sidecar_path(session)
+    temp = f"{target}.{os.getpid()}.tmp"
+    try:
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+        try:
+            os.write(fd, table.header() + table.records())
+        finally:
+            os.close(fd)
+        os.replace(temp, target)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(temp)
+
+
+def append(session: str, table: Table, before: bytes, first: int) -> None:
+    """Persist the table's records from line `first` on: written in place when the sidecar
+    on disk is the one for the state before them (`before`, that state's header), the new
+    header last; else the whole sidecar again."""
+    try:
+        fd = os.open(sidecar_path(session), os.O_RDWR | os.O_CLOEXEC)
+    except OSError:
+        save(session, table)
+        return
+    try:
+        if os.pread(fd, HEADER_SIZE, 0) == before:
+            os.pwrite(fd, table.records(first), HEADER_SIZE + first * RECORD)
+            os.pwrite(fd, table.header(), 0)
+            return
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+    save(session, table)
+
+
+def read_last(session: str, ends: Sequence[int]) -> bytes | None:
+    """The last line's bytes (newline included) of a file whose lines end at `ends`."""
+    if not ends:
+        return None
+    start = ends[-2] if len(ends) > 1 else 0
+    try:
+        with open(session, "rb") as handle:
+            handle.seek(start)
+            return handle.read(ends[-1] - start)
+    except OSError:
+        return None
+
+
+def remove(session: str) -> None:
+    """Drop a sidecar that no longer describes its file (a file with no table)."""
+    with contextlib.suppress(OSError):
+        os.unlink(sidecar_path(session))
