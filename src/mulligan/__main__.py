@@ -1,3 +1,3 @@
-from mulligan.cli import main
+from mulligan.cli import run
 
-raise SystemExit(main())
+run()

@@ -11,6 +11,7 @@ Exit status: 0 done; 1 the run failed or the command could not be done; 2 bad us
 from __future__ import annotations
 
 import argparse
+import atexit
 import os
 import sys
 from collections.abc import Sequence
@@ -195,6 +196,21 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"mulligan: the session file is damaged: {fix}; 'mulligan session check "
                   "FILE' lists every problem with its line", file=err)
         return 1
+
+
+def run() -> None:
+    """The `mulligan` command: `main()`, then out at once. Once the output is flushed and the
+    exit handlers have run (the lease given back, the saver done), the process ends without
+    freeing what it parsed object by object: for a 100k-entry session that teardown was most
+    of a second of the exit."""
+    code = main()
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except (BrokenPipeError, ValueError):
+        pass
+    atexit._run_exitfuncs()
+    os._exit(code)
 
 
 def _said(exc: BaseException) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gc as collector
 import os
 import signal
 import sys
@@ -96,7 +97,7 @@ def build_controller(args: argparse.Namespace, err: TextIO, *, defer: bool = Fal
                          hide_env=secrets.hidden, sandbox=sandbox)
     permissions = Permissions(mode, cwd)
     tools = permissions.guard(tools)
-    return Controller(
+    controller = Controller(
         model=model, tools=tools, cwd=cwd, home=home, session_file=session_file,
         max_turns=args.max_turns, system_prompt_file=prompt_file, redact=secrets.redact,
         redact_text=secrets.redact_text,
@@ -107,6 +108,10 @@ def build_controller(args: argparse.Namespace, err: TextIO, *, defer: bool = Fal
                                  defer=defer) if config.get("compaction", {}).get("model")
         else None,
         resolver=lambda name: resolve(name, base_url=args.base_url, home=home, err=err))
+    # The session just read back lives as long as the run: the cyclic collector need never
+    # walk it (a 100k-entry transcript made every full collection a long pause).
+    collector.freeze()
+    return controller
 
 
 def checkpoints_for(config: dict[str, Any], home: Path, cwd: Path) -> Any:
@@ -251,8 +256,9 @@ def _entries_and_leaf(args: argparse.Namespace) -> tuple[Any, list[Any], str | N
 def sessions_show(args: argparse.Namespace, out: TextIO) -> int:
     from mulligan.app.export import to_text
 
-    _, entries, leaf = _entries_and_leaf(args)
-    out.write(to_text(entries, leaf))
+    log = open_named(args)  # only the branch shown is read (through the sidecar index)
+    leaf = args.leaf if getattr(args, "leaf", None) else log.tip()
+    out.write(to_text(log.branch(leaf), leaf))
     return 0
 
 
@@ -415,11 +421,10 @@ def sessions_files(args: argparse.Namespace, out: TextIO) -> int:
     """`mulligan sessions files FILE [--leaf ID]`: what each entry of the branch changed."""
     from mulligan.app.checkpoints import workspace_of
 
-    _, entries, leaf = _entries_and_leaf(args)
-    from mulligan.session import path
-
+    log = open_named(args)
+    leaf = args.leaf if getattr(args, "leaf", None) else log.tip()
     shown = 0
-    for entry in path(entries, leaf):
+    for entry in log.branch(leaf):
         meta = workspace_of(entry)
         for key, label in (("changed", "changed"), ("outside", "changed outside the agent"),
                            ("restored", "restored")):

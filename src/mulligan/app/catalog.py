@@ -20,6 +20,7 @@ import orjson
 
 from mulligan.session import SessionError, SessionLog
 from mulligan.session.branches import message_leaves, message_of
+from mulligan.session.sidecar import USER_MESSAGE, Table
 
 SUFFIX = ".jsonl"
 
@@ -83,7 +84,12 @@ def summarize(path: Path) -> SessionSummary:
     mtime = datetime.fromtimestamp(path.stat().st_mtime, UTC).isoformat(
         timespec="milliseconds").replace("+00:00", "Z")  # as entries write it, to sort beside them
     try:
-        entries = SessionLog(path).entries()
+        log = SessionLog(path)
+        table = log.table()
+        attempts = table.attempts() if table is not None else None
+        if table is not None and attempts is not None:
+            return _from_table(path, log, table, attempts, mtime)
+        entries = log.entries()
     except (SessionError, OSError, ValueError) as exc:
         return SessionSummary(path, "", "", 0, 0, mtime, "", problem=str(exc))
     name, cwd, first, origin = "", "", "", ""
@@ -99,6 +105,23 @@ def summarize(path: Path) -> SessionSummary:
     last = last if isinstance(last, str) else None  # a hand-edited file may hold anything
     return SessionSummary(path, name, cwd, len(entries), len(message_leaves(entries)),
                           last or mtime, first, origin=origin)
+
+
+def _from_table(path: Path, log: SessionLog, table: Table, attempts: int,
+                mtime: str) -> SessionSummary:
+    """`summarize` through the line table: the counts from it, and only the lines shown
+    parsed (the session_info entries, the first user message, the last entry)."""
+    name, cwd, origin = "", "", ""
+    for entry in log.of_type("session_info"):
+        name = str(entry.get("name") or "") or name
+        cwd = cwd or str(entry.get("cwd") or "")
+        origin = origin or str(entry.get("origin_file") or "")
+    users = table.positions_of(USER_MESSAGE)
+    message = message_of(log.entry(f"e{users[0] + 1}")) if users else None
+    first = " ".join(str(message.get("content", "")).split()) if message is not None else ""
+    last = log.entry(f"e{table.count}").get("timestamp")
+    return SessionSummary(path, name, cwd, table.count, attempts,
+                          last if isinstance(last, str) else mtime, first, origin=origin)
 
 
 def session_files(home: Path, cwd: Path | None = None) -> list[Path]:

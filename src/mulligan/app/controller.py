@@ -459,7 +459,9 @@ class Controller:
 
     def session_name(self) -> str:
         """The session's name (the newest one given), or ""."""
-        names = [e.get("name") for e in self.entries() if e.get("type") == "session_info"]
+        infos = self._log.of_type("session_info") if self._log is not None and self.started \
+            else []
+        names = [e.get("name") for e in infos]
         given = [str(n) for n in names if n]
         return given[-1] if given else (self._pending_name or "")
 

@@ -113,7 +113,7 @@ class LazyFile:
                     if entry.get("parent_id", 0) != (None if up == ROOT else f"e{up + 1}"):
                         raise Stale
                     self.parsed[at] = entry
-        except (orjson.JSONDecodeError, ValueError, OSError):
+        except (orjson.JSONDecodeError, ValueError, OverflowError, OSError):
             raise Stale from None
         finally:
             os.close(fd)

@@ -25,6 +25,7 @@ import orjson
 
 from mulligan.home import open_private
 from mulligan.messages import shape_problem
+from mulligan.session import sidecar
 from mulligan.session.branches import message_leaves
 from mulligan.session.errors import (
     NotAnObject,
@@ -35,7 +36,7 @@ from mulligan.session.errors import (
 )
 from mulligan.session.log import timestamp
 from mulligan.session.storage import fsync_folder, write_all
-from mulligan.session.tree import _what, ancestors, entry_problem
+from mulligan.session.tree import Index, _what, ancestors, entry_problem
 
 _SHOW = 50  # problems listed by format(); the rest are counted
 
@@ -50,6 +51,7 @@ class CheckReport:
     branches: int = 0  # attempts: message entries no later message follows
     went_back: int = 0  # branch lines: the times the session went back
     tip: str | None = None
+    index: str = ""  # the sidecar index's state, in words
 
     @property
     def ok(self) -> bool:
@@ -59,6 +61,8 @@ class CheckReport:
         head = (f"{self.file}: {self.entries} entries, {self.branches} "
                 f"branch{'es' if self.branches != 1 else ''} (went back {self.went_back} "
                 f"time{'s' if self.went_back != 1 else ''}), tip {self.tip or '(none)'}")
+        if self.index:
+            head += f"\n{self.index}"
         if self.ok:
             return f"{head}\nok"
         lines = [head, f"{len(self.problems)} problem(s):"]
@@ -185,7 +189,41 @@ def check(file: str | os.PathLike[str]) -> CheckReport:
     report.tip = last_id
     problems.extend(_tree_problems(entries, line_of))
     problems.sort(key=_first_line)  # in file order, for a person going down the file
+    if not problems:
+        report.index, wrong = _index_state(name, data)
+        if wrong:
+            problems.append(wrong)
     return report
+
+
+def _index_state(name: str, data: bytes) -> tuple[str, str | None]:
+    """The sidecar index, checked against the file just read: (its state in words, a
+    problem if it claims to describe the file and does not)."""
+    if not os.path.exists(sidecar.sidecar_path(name)):
+        return "index: none yet (it is built at the next open)", None
+    fd = os.open(name, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        stat = os.fstat(fd)
+        table = sidecar.load(name, fd, stat) if stat.st_size == len(data) else None
+    finally:
+        os.close(fd)
+    if table is None:
+        return "index: stale, ignored (it is rebuilt at the next open)", None
+    index = Index(name)
+    index.add_data(data)
+    expected = sidecar.build(index.entries, index.ends, index.ups(), table.state,
+                             sidecar.read_last(name, index.ends) or b"")
+    if expected is None:
+        return "", (f"{sidecar.sidecar_path(name)}: the index describes a file whose ids are "
+                    "not its line numbers; delete it (it is a cache)")
+    for at in range(max(expected.count, table.count)):
+        if at >= min(expected.count, table.count) or (
+                expected.ends[at], expected.parents[at], expected.marks[at]) != (
+                table.ends[at], table.parents[at], table.marks[at]):
+            return "", (f"line {at + 1}: the index {sidecar.sidecar_path(name)} disagrees "
+                        "with the file here; delete it (it is a cache, rebuilt at the next "
+                        "open)")
+    return f"index: up to date ({table.count} lines)", None
 
 
 def _first_line(problem: str) -> int:

@@ -8,13 +8,17 @@ the others (`path_from`), a listing counts entries and attempts and finds the fe
 shows (`positions_of`), and an append knows the next id.
 
 The sidecar holds a table on disk: a 64-byte header (magic, line count, the session file's
-device, inode, size and mtime_ns, a hash of its last line, a CRC of the header) and then the
-records, three int64 each. `load` trusts it only when every one of those matches the file
-as it is now, under the file's lock; anything else (missing, torn, stale, another file) is
-None, and the caller reads the file whole -- validating every line as always -- and writes a
-fresh one (`save`, atomically: a temp file renamed over). An append adds one record and
-rewrites the header (`append`), under the session file's exclusive lock, so file and sidecar
-move together; a writer that does not know the sidecar leaves it stale, and stale is noticed.
+device, inode, size and mtime_ns, a hash of its last line, a CRC of the records, a CRC of the
+header) and then the records, three int64 each. `load` trusts it only when every one of
+those matches the file as it is now, under the file's lock; anything else (missing, torn,
+stale, another file) is None, and the caller reads the file whole -- validating every line
+as always -- and writes a fresh one (`save`, atomically: a temp file renamed over). An append
+adds its record and rewrites the header (`append`), under the session file's exclusive
+lock, so file and sidecar move together; a writer that does not know the sidecar leaves it
+stale, and stale is noticed. What no stat shows -- an edit within the clock tick of the last
+append that keeps the size and the last line, the limit git's index has too -- is still
+caught on every line a lazy read parses (`mulligan.session.lazy` checks each line's id and
+parent against the table).
 Only files whose ids are "e" + their line number (all Mulligan writes) get a table.
 """
 
@@ -30,9 +34,11 @@ from collections.abc import Sequence
 from typing import Any
 
 MAGIC = b"MULIDX1\n"
-_HEAD = struct.Struct("<8sQQQQQ12s")  # magic, count, dev, ino, size, mtime_ns, last-line hash
+# magic, count, dev, ino, size, mtime_ns, last-line hash, CRC of the records
+_HEAD = struct.Struct("<8sQQQQQ8sI")
 HEADER_SIZE = _HEAD.size + 4  # + crc32 of the rest: 64
 RECORD = 24  # end offset, parent line, (nearest message ancestor + 2) << 8 | kind
+_RECORD = struct.Struct("<qqq")
 ROOT, UNRESOLVED = -1, -2  # parent codes: a first entry; a parent the table cannot follow
 SUFFIX = ".idx"
 
@@ -55,7 +61,7 @@ def kind_of(entry: dict[str, Any]) -> int:
 
 
 def line_hash(line: bytes) -> bytes:
-    return hashlib.blake2b(line, digest_size=12).digest()
+    return hashlib.blake2b(line, digest_size=8).digest()
 
 
 def file_state(stat: os.stat_result) -> tuple[int, int, int, int]:
@@ -66,10 +72,11 @@ class Table:
     """The line table of one session file, and the file state it describes."""
 
     def __init__(self, ends: array[int], parents: array[int], marks: array[int],
-                 state: tuple[int, int, int, int], last: bytes) -> None:
+                 state: tuple[int, int, int, int], last: bytes, crc: int = 0) -> None:
         self.ends, self.parents, self.marks = ends, parents, marks
         self.state = state  # (dev, ino, size, mtime_ns) of the file the table describes
         self.last = last  # hash of the file's last line
+        self.crc = crc  # CRC-32 of the records, as the sidecar holds them
 
     @property
     def count(self) -> int:
@@ -104,15 +111,18 @@ class Table:
         None if some parent could not be followed."""
         if UNRESOLVED in self.parents:
             return None
-        messages = [at for at, mark in enumerate(self.marks) if mark & 0xFF in (1, 2)]
-        followed = {self.marks[at] >> 8 for at in messages}
-        return sum(1 for at in messages if at + 2 not in followed)
+        messages = [mark for mark in self.marks if 0 < mark & 0xFF < 3]
+        followed = {mark >> 8 for mark in messages}  # nearest message ancestors, + 2
+        return len(messages) - sum(1 for at, mark in enumerate(self.marks)
+                                   if 0 < mark & 0xFF < 3 and at + 2 in followed)
 
     def add(self, end: int, parent: int, kind: int) -> None:
         """One more line, ending at `end`, whose parent is line `parent` (or a code)."""
+        mark = (self._nearest(parent) + 2) << 8 | kind
         self.ends.append(end)
         self.parents.append(parent)
-        self.marks.append((self._nearest(parent) + 2) << 8 | kind)
+        self.marks.append(mark)
+        self.crc = zlib.crc32(_RECORD.pack(end, parent, mark), self.crc)
 
     def _nearest(self, parent: int) -> int:
         if parent < 0:
@@ -121,7 +131,7 @@ class Table:
 
     def header(self) -> bytes:
         dev, ino, size, mtime = self.state
-        head = _HEAD.pack(MAGIC, self.count, dev, ino, size, mtime, self.last)
+        head = _HEAD.pack(MAGIC, self.count, dev, ino, size, mtime, self.last, self.crc)
         return head + struct.pack("<I", zlib.crc32(head))
 
     def records(self, first: int = 0) -> bytes:
@@ -162,16 +172,16 @@ def load(session: str, fd: int, stat: os.stat_result) -> Table | None:
     (crc,) = struct.unpack_from("<I", data, _HEAD.size)
     if zlib.crc32(head) != crc:
         return None
-    magic, count, dev, ino, size, mtime, last = _HEAD.unpack(head)
+    magic, count, dev, ino, size, mtime, last, records_crc = _HEAD.unpack(head)
     state = file_state(stat)
     if magic != MAGIC or (dev, ino, size, mtime) != state or count == 0:
         return None
     body = data[HEADER_SIZE:HEADER_SIZE + count * RECORD]
-    if len(body) != count * RECORD:
+    if len(body) != count * RECORD or zlib.crc32(body) != records_crc:
         return None
     flat = array("q")
     flat.frombytes(body)
-    table = Table(flat[0::3], flat[1::3], flat[2::3], state, last)
+    table = Table(flat[0::3], flat[1::3], flat[2::3], state, last, records_crc)
     if table.ends[-1] != size:
         return None
     start = table.start(count - 1)

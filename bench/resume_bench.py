@@ -1,0 +1,140 @@
+"""Resuming at the floor: fresh processes against a fresh process that parses every line.
+
+    .venv/bin/python bench/resume_bench.py [--size 100000] [--runs 3] [--sessions 50]
+
+Generates (session_bench's realistic conversation) a session of --size entries where about
+two thirds of the lines are on abandoned attempts, and one with none abandoned, and times
+whole processes, best of --runs, each against the floor process measured in the same run
+(`python -c` reading the file and orjson-parsing every line):
+
+- replay: a fresh process opening the session and replaying it (SessionLog(f).replay());
+  for the none-abandoned file also its first open, which builds the sidecar index;
+- `mulligan -c -p` with a scripted model on each (a resume, one reply, three appends, exit);
+- `mulligan sessions ls` over --sessions sessions of 10,000 entries, against one floor
+  process parsing them all.
+
+Goals (ratios to the floor): abandoned-heavy replay <= 0.7x; none-abandoned replay <= 1.2x,
+first open <= 1.3x; `-c -p` <= 1.3x; `sessions ls` <= 0.2x. Exits 1 if one is missed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from mulligan.app.catalog import folder_dir
+from mulligan.session import SessionLog
+from mulligan.session.sidecar import sidecar_path
+from session_bench import conversation
+
+PYTHON = sys.executable
+FLOOR = ("import sys, orjson\n"
+         "for name in sys.argv[1:]:\n"
+         "    with open(name, 'rb') as f:\n"
+         "        rows = [orjson.loads(line) for line in f.read().splitlines()]\n")
+REPLAY = "import sys\nfrom mulligan.session import SessionLog\nSessionLog(sys.argv[1]).replay()\n"
+
+
+def generate(file: Path, size: int, abandoned: bool, seed: int = 7) -> None:
+    """`size` entries. Abandoned: every 30 entries the session goes back 20 (two thirds of
+    the lines end up on attempts that were left); else one straight line."""
+    rnd = random.Random(seed)
+    messages = conversation(rnd)
+    log = SessionLog(file, fsync=False, sidecar=False)
+    since = 0
+    for number in range(1, size + 1):
+        if abandoned and since == 30:
+            log.branch_to(f"e{number - 21}")
+            since = 0
+        else:
+            log.append_message(next(messages))
+            since += 1
+
+
+def timed(argv: list[str], runs: int, env: dict[str, str] | None = None,
+          before: object = None, cwd: Path | None = None) -> float:
+    best = float("inf")
+    for _ in range(runs):
+        if callable(before):
+            before()
+        start = time.perf_counter()
+        subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, env=env, cwd=cwd)
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--size", type=int, default=100_000)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--sessions", type=int, default=50)
+    args = parser.parse_args()
+    folder = Path(tempfile.mkdtemp(prefix="mulligan-resume-bench-"))
+    results: list[tuple[str, float, float, float]] = []
+    try:
+        home, work = folder / "home", folder / "work"
+        work.mkdir()
+        script = folder / "script.json"
+        env = {**os.environ, "MULLIGAN_HOME": str(home)}
+        env.pop("MULLIGAN_STORE", None)
+        for abandoned, label in ((True, "2/3 abandoned"), (False, "none abandoned")):
+            sessions = folder_dir(home, work)
+            shutil.rmtree(sessions, ignore_errors=True)
+            sessions.mkdir(parents=True)
+            file = sessions / f"2026-12-01T00-00-0{int(abandoned)}_bench.jsonl"
+            generate(file, args.size, abandoned)
+            floor = timed([PYTHON, "-c", FLOOR, str(file)], args.runs)
+            mb = file.stat().st_size / 1e6
+            replayed = len(SessionLog(file, sidecar=False).replay())
+            print(f"{label}: {args.size:,} entries, {mb:.0f} MB, {replayed:,} messages on "
+                  f"the branch; floor process {floor * 1e3:.0f} ms", flush=True)
+            if not abandoned:
+                first = timed([PYTHON, "-c", REPLAY, str(file)], args.runs,
+                              before=lambda f=file: Path(sidecar_path(str(f))).unlink(
+                                  missing_ok=True))
+                results.append((f"{label}: first open (builds the index)", first, floor, 1.3))
+            else:
+                subprocess.run([PYTHON, "-c", REPLAY, str(file)], check=True)
+            replay = timed([PYTHON, "-c", REPLAY, str(file)], args.runs)
+            results.append((f"{label}: replay", replay, floor, 0.7 if abandoned else 1.2))
+            script.write_text(json.dumps(["ok"] * (args.runs + 1)))
+            resume = timed([PYTHON, "-m", "mulligan", "-c", "-p", "go on", "--model",
+                            f"scripted:{script}"], args.runs, env=env, cwd=work)
+            results.append((f"{label}: mulligan -c -p", resume, floor, 1.3))
+        many = folder / "many"
+        many_home = many / "home"
+        listed = folder_dir(many_home, work)
+        listed.mkdir(parents=True)
+        template = listed / "2026-12-01T00-00-00_000000.jsonl"
+        generate(template, 10_000, True)
+        for n in range(1, args.sessions):
+            shutil.copy(template, listed / f"2026-12-01T00-00-{n:02d}_{n:06d}.jsonl")
+        files = sorted(str(f) for f in listed.glob("*.jsonl"))
+        for name in files:  # their first open builds each one's index
+            SessionLog(name).tip()
+        floor = timed([PYTHON, "-c", FLOOR, *files], args.runs)
+        ls = timed([PYTHON, "-m", "mulligan", "sessions", "ls"], args.runs,
+                   env={**env, "MULLIGAN_HOME": str(many_home)}, cwd=work)
+        results.append((f"sessions ls, {args.sessions} x 10,000 entries", ls, floor, 0.2))
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    ok = True
+    print()
+    for what, took, floor, goal in results:
+        ratio = took / floor
+        ok = ok and ratio <= goal
+        print(f"{what:<48} {took * 1e3:8.0f} ms  {ratio:5.2f}x the floor "
+              f"({floor * 1e3:.0f} ms)  goal <= {goal}x  {'met' if ratio <= goal else 'MISSED'}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
