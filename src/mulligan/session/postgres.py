@@ -16,7 +16,7 @@ transaction: lock the session's row (SELECT ... FOR UPDATE), read the lines afte
 the log has, insert the next with id "e" + seq, update the catalog row, commit -- the id is
 returned after the commit, with synchronous_commit as the server sets it. The lease is a
 session-level advisory lock held by a connection of its own: the server drops it when the
-process or its connection dies, as the kernel drops the file's flock.
+process or its connection dies, as the kernel drops the file's flock (`pg_lease`).
 
 psycopg is imported here, and this module is imported only when a database store is used:
 the file store never loads it. A server that cannot be reached is `StoreUnavailable`, an
@@ -25,27 +25,25 @@ OSError naming the database (never the password).
 
 from __future__ import annotations
 
-import atexit
 import contextlib
-import hashlib
-import os
 import queue
 import secrets
 import socket
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 from psycopg import errors as pg_errors
 
 from mulligan.session.errors import DuplicateId
-from mulligan.session.lease import LeaseHeld, alive
 from mulligan.session.log import SessionLog
+
+if TYPE_CHECKING:
+    from mulligan.session.pg_lease import AdvisoryLease
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS mulligan_sessions (
@@ -96,7 +94,6 @@ CREATE OR REPLACE TRIGGER mulligan_entries_no_truncate
     FOR EACH STATEMENT EXECUTE FUNCTION mulligan_append_only();
 """
 _SCHEMA_LOCK = 0x6D756C6C  # "mull": one schema creator at a time
-_LEASE_WAIT = 2.0  # seconds a lease held by a dead process on this host is waited for
 
 
 class UnknownSession(ValueError):
@@ -121,12 +118,6 @@ def new_session_id(now: datetime | None = None) -> str:
     """A fresh session id, shaped like a session file's name: 2026-12-01T10-00-00_a1b2c3."""
     now = now or datetime.now(UTC)
     return f"{now.strftime('%Y-%m-%dT%H-%M-%S')}_{secrets.token_hex(3)}"
-
-
-def lease_key(session_id: str) -> int:
-    """The signed 64-bit advisory lock key of a session."""
-    return int.from_bytes(hashlib.sha1(f"mulligan:{session_id}".encode()).digest()[:8], "big",
-                          signed=True)
 
 
 class Database:
@@ -289,6 +280,8 @@ class PostgresStorage:
         return self.database.exists(self.session_id)
 
     def lease(self) -> AdvisoryLease:
+        from mulligan.session.pg_lease import AdvisoryLease
+
         return AdvisoryLease(self)
 
     def fetch(self) -> tuple[bool, bytes | Iterator[bytes]]:
@@ -404,61 +397,6 @@ class _PostgresWriter:
             conn.execute("INSERT INTO mulligan_folders (session, host, cwd) VALUES "
                          "(%s, %s, %s) ON CONFLICT (session, host) DO UPDATE SET cwd = "
                          "EXCLUDED.cwd", (storage.session_id, _host_of(entry), cwd))
-
-
-class AdvisoryLease:
-    """The lease of a database session: `pg_try_advisory_lock` on a connection of its own,
-    named "mulligan <pid>@<host>" so a refusal can name the holder. `release()` closes that
-    connection (idempotent; also at exit); the server releases the lock by itself when the
-    process or the connection dies. A lock whose holder names a dead process on this host is
-    waited for a moment (its server backend is still ending)."""
-
-    def __init__(self, storage: PostgresStorage) -> None:
-        self.session = storage.name
-        me = f"mulligan {os.getpid()}@{socket.gethostname()}"
-        key = lease_key(storage.session_id)
-        patience = time.monotonic() + _LEASE_WAIT
-        while True:
-            conn = storage.database.connect(application_name=me)
-            with unavailable(storage.name):
-                got = conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()
-                holder = {} if got and got[0] else _holder(conn, key)
-            if got and got[0]:
-                break
-            conn.close()
-            if holder and not alive(holder) and time.monotonic() < patience:
-                time.sleep(0.05)
-                continue
-            raise LeaseHeld(storage.name, holder)
-        self._conn: psycopg.Connection[Any] | None = conn
-        atexit.register(self.release)
-
-    def release(self) -> None:
-        conn, self._conn = self._conn, None
-        if conn is not None:
-            conn.close()
-
-    def __enter__(self) -> AdvisoryLease:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.release()
-
-
-def _holder(conn: psycopg.Connection[Any], key: int) -> dict[str, Any]:
-    """pid, host and start of the connection holding the advisory lock `key`."""
-    unsigned = key & 0xFFFFFFFFFFFFFFFF
-    row = conn.execute(
-        "SELECT a.application_name, a.backend_start FROM pg_locks l JOIN pg_stat_activity a "
-        "ON a.pid = l.pid WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1 "
-        "AND l.classid = %s::oid AND l.objid = %s::oid",
-        (unsigned >> 32, unsigned & 0xFFFFFFFF)).fetchone()
-    if row is None:
-        return {}
-    who = str(row[0] or "")
-    pid, _, host = who.removeprefix("mulligan ").partition("@")
-    started = row[1].isoformat(timespec="seconds") if row[1] is not None else None
-    return {"pid": int(pid) if pid.isdigit() else None, "host": host, "started": started}
 
 
 @contextmanager
