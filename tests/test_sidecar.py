@@ -300,3 +300,20 @@ def mutate(path: Path, mutation: str, where: float) -> None:
         spot = int(where * max(len(raw) - 1, 0))
         index.write_bytes(raw[:spot] if mutation == "cut_index" else
                           raw[:spot] + bytes([raw[spot] ^ 0x80]) + raw[spot + 1:])
+
+
+def test_the_folded_tree_drawn_through_the_index_is_the_tree_of_the_full_read(tmp_path):
+    from mulligan.frontends.tree import render_tree
+
+    path = tmp_path / "s.jsonl"
+    log = a_session(path, attempts=6)
+    log.append_label("e8", "an abandoned one")
+    log.append_entry("model_change", provider="p", model="m")
+    log.append_message(said("after a model change"))
+    full = SessionLog(path, sidecar=False)
+    expected = render_tree(full.entries(), full.tip(), fold=True, width=90)
+    entries, sketched = SessionLog(path).sketch()
+    assert sketched and render_tree(entries, full.tip(), fold=True, width=90) == expected
+    cli = subprocess.run([PYTHON, "-m", "mulligan", "sessions", "tree", str(path), "--width",
+                          "90"], capture_output=True, text=True)
+    assert cli.returncode == 0 and cli.stdout.splitlines() == expected

@@ -270,11 +270,16 @@ def sessions_tree(args: argparse.Namespace, out: TextIO) -> int:
     from mulligan.session.storage import FileStorage
 
     log = open_named(args)
-    entries = list(log.entries())
     leaf = args.leaf if getattr(args, "leaf", None) else log.tip()
+    folded = not args.all and leaf == log.tip()
+    # Folded at the tip, the tree draws whole only the branch and the labels: through the
+    # index that is all that is parsed, and a file with a valid index was read whole once.
+    entries, sketched = log.sketch() if folded else (list(log.entries()), False)
     width = args.width or _terminal_width(out)
     for line in render_tree(entries, leaf, fold=not args.all, width=width):
         print(line, file=out)
+    if sketched:
+        return 0
     if not isinstance(log.storage, FileStorage):
         log.branch(leaf)  # a database session: the walk is the check
         return 0

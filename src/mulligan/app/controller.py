@@ -260,10 +260,14 @@ class Controller:
     def tip(self) -> str | None:
         return self._log.tip() if self._log is not None and self.started else None
 
-    def tree(self) -> tuple[list[Entry], str | None]:
-        """(entries, tip) for drawing the tree; refused like the commands that need a file."""
-        self._need_file("/tree")
-        return self.entries(), self.tip()
+    def tree(self, *, folded: bool = False) -> tuple[list[Entry], str | None]:
+        """(entries, tip) for drawing the tree; refused like the commands that need a file.
+        `folded`: only for a tree that folds the attempts off the branch, whose entries may
+        be sketches (`SessionLog.sketch`: read through the index, only the branch and the
+        labels are parsed)."""
+        log = self._need_file("/tree")
+        entries = log.sketch()[0] if folded else self.entries()
+        return entries, self.tip()
 
     def back(self, entry_id: str, *, files: str | None = None, keep_mine: bool = False,
              overwrite: bool = False, summarize: bool = False,

@@ -139,7 +139,7 @@ def run_command(controller: Controller, line: str, *, width: int = 80,
 def _tree(c: Controller, args: list[str], width: int) -> Outcome:
     if args and args[0] not in ("all", "go"):
         return Outcome(["usage: /tree [all|go]"], error=True)
-    entries, tip = c.tree()
+    entries, tip = c.tree(folded=not (args and args[0] == "all"))
     if args and args[0] == "go":  # pick an entry with the arrow keys, and go back to it
         ids = {e["id"] for e in entries}
         choices = []

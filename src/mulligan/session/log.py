@@ -147,6 +147,29 @@ class SessionLog:
                 self._refresh()
             return [e for e in self._index.entries if e.get("type") == type_]
 
+    def sketch(self) -> tuple[list[Entry], bool]:
+        """Every entry, for drawing the tree folded: (entries, sketched). Read lazily, the
+        entries on the branch to the tip and the labels are the entries themselves and every
+        other is a sketch, {"id", "parent_id", "type"} ("other" for a type the index does
+        not name), and `sketched` is True; else it is entries() and False."""
+        with self._mutex:
+            lazy = self._refresh()
+            if lazy is not None and tables.UNRESOLVED not in lazy.table.parents:
+                try:
+                    whole = {e["id"]: e for e in (*lazy.path(lazy.tip()),
+                                                  *lazy.of_kind(tables.KINDS["label"]))}
+                except Stale:
+                    pass
+                else:
+                    return [whole.get(f"e{at + 1}") or {
+                        "id": f"e{at + 1}",
+                        "parent_id": None if up == tables.ROOT else f"e{up + 1}",
+                        "type": tables.TYPE_OF_KIND[mark & 0xFF]}
+                        for at, (up, mark) in enumerate(zip(lazy.table.parents,
+                                                            lazy.table.marks, strict=True))
+                    ], True
+        return self.entries(), False
+
     def table(self) -> tables.Table | None:
         """The file's line table as the log has it now (None: no file, a database session,
         or a file whose ids are not its line numbers). Read-only."""

@@ -45,6 +45,7 @@ SUFFIX = ".idx"
 # Entry kinds the table knows; 0 is any other type.
 KINDS = {"session_info": 3, "branch": 4, "branch_summary": 5, "compaction": 6, "label": 7}
 USER_MESSAGE, OTHER_MESSAGE = 1, 2
+TYPE_OF_KIND = {0: "other", 1: "message", 2: "message", **{k: t for t, k in KINDS.items()}}
 
 
 def sidecar_path(session: str) -> str:
