@@ -50,7 +50,9 @@ def _free_port() -> int:
 
 class Server:
     def __init__(self) -> None:
-        self.folder = Path(tempfile.mkdtemp(prefix="mulligan-pg-"))
+        # /tmp itself, not $TMPDIR: as root the server runs as postgres, who must reach it.
+        root = os.geteuid() == 0
+        self.folder = Path(tempfile.mkdtemp(prefix="mulligan-pg-", dir="/tmp" if root else None))
         self.port = _free_port()
         self.url = f"postgresql://mulligan@127.0.0.1:{self.port}/postgres"
         self._as: dict[str, Any] = {}

@@ -428,11 +428,8 @@ class SessionLog:
             self._table = None
             return
         table.state, table.last = tables.file_state(stat), tables.line_hash(last_line)
-        if persist:
-            if table.count > first:
-                tables.append(self._name, table, head, first)
-            else:
-                tables.save(self._name, table)
+        if persist and table.count > first:  # else the sidecar already says all this
+            tables.append(self._name, table, head, first)
 
     def _ingest(self, fresh: bool, data: bytes | Iterator[bytes]) -> None:
         """Parse `data`, the bytes after the last parsed line (after nothing when `fresh`),
