@@ -473,3 +473,38 @@ def test_gc_keeps_the_snapshots_a_database_session_can_restore(tmp_path, pg_url)
     back = mulligan(home, work, "sessions", "back", row["id"], "e2", "--files", store=pg_url)
     assert back.returncode == 0, back.stderr
     assert not (work / "a.txt").exists()
+
+
+def test_the_repl_commands_work_on_a_database_session(tmp_path, pg_url):
+    """What the REPL drives, on a database store: /fork, /new, /sessions, /resume ID, /tree,
+    going back -- each staying in the database, the leases moving with the session."""
+    from mulligan.app import Controller
+    from mulligan.app.stores import DatabaseSessions
+    from mulligan.frontends.commands import resume_to
+    from mulligan.testing import ScriptedModel, say
+
+    work = tmp_path / "work"
+    work.mkdir()
+    place = DatabaseSessions(pg_url, tmp_path / "home")
+    model = ScriptedModel([say("one"), say("two"), say("three")])
+    c = Controller(model=model, tools=[], cwd=work, home=tmp_path / "home",
+                   session_file=place.new(work), sessions=place)
+    list(c.run_prompt("first"))
+    first = c.where
+    assert c.session_file is None and first is not None and " session " in first
+    c.back("e2")
+    list(c.run_prompt("again"))
+    entries, tip = c.tree()
+    assert tip == "e6" and len(entries) == 6
+    forked = c.fork()
+    assert isinstance(forked, str) and forked != first and c.where == forked
+    assert [m["content"] for m in c.harness.messages if m["role"] == "user"] == ["first", "again"]
+    listed = c.sessions()
+    assert {s.where for s in listed} == {first.rsplit(" ", 1)[-1], forked.rsplit(" ", 1)[-1]}
+    assert not (tmp_path / "home" / "sessions").exists()  # nothing went to files
+    outcome = resume_to(c, first.rsplit(" ", 1)[-1])
+    assert not outcome.error and c.where == first
+    c.new_session()
+    list(c.run_prompt("third"))
+    assert len(Database(pg_url).sessions()) == 3
+    c.close()

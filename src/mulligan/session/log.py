@@ -386,12 +386,12 @@ class SessionLog:
                 except Stale:
                     pass
             self._go_whole(keep_table=False)
-        first_read = not self._index.entries
+        before = len(self._index.entries)
         self._ingest(*self.storage.fetch())
-        if self._file is not None and self._index.entries:
+        if self._file is not None and len(self._index.entries) != before:
             stat = self._file.stat
             if stat is not None and stat.st_size == self._index.size:
-                self._keep_table(stat, None, persist=first_read)
+                self._keep_table(stat, None, persist=before == 0)
         return None
 
     def _keep_table(self, stat: os.stat_result, line: bytes | None, *, persist: bool) -> None:
