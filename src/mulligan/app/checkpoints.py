@@ -34,6 +34,7 @@ from glob import escape as glob_escape
 from pathlib import Path
 from typing import Any
 
+from mulligan.app.monitor import Monitor
 from mulligan.app.snapshots import TEMP_MARK, Entry, Manifest, Store, Unsafe, changed_paths
 
 __all__ = ["FILE_TOOLS", "Checkpoints", "Plan", "RestoreRefused", "expected_tree", "owners",
@@ -232,6 +233,8 @@ class Checkpoints:
     def __init__(self, store: Store, root: Path) -> None:
         self.store, self.root = store, Path(root).resolve()
         self.enabled, self.why_off = True, ""
+        # Changes to the folder, from inotify: an unchanged folder is not walked again.
+        self.monitor = Monitor.start(self.root)
         self._last: str | None = None  # what the session last saw: the expected state
         self._seen: Manifest | None = None  # that snapshot, when this object took it
         self._before: tuple[str, Manifest, list[str]] | None = None  # (call id, tree, outside)
@@ -240,10 +243,16 @@ class Checkpoints:
         if not self.enabled:
             return None
         try:
-            return self.store.snapshot(self.root, reread=reread)
+            return self.store.snapshot(self.root, reread=reread, monitor=self.monitor)
         except (Unsafe, OSError) as exc:  # checkpoints stop; the session goes on, and says so
             self.enabled, self.why_off = False, str(exc)
             return None
+
+    def close(self) -> None:
+        """Stop watching the folder (the snapshots walk again). Idempotent."""
+        if self.monitor is not None:
+            self.monitor.close()
+            self.monitor = None
 
     def baseline(self) -> dict[str, Any]:
         """The workspace metadata of the session's first entry."""

@@ -221,9 +221,11 @@ class Controller:
             raise Refused(f"{what} is refused while a run is going on (Ctrl-C aborts it)")
 
     def close(self) -> None:
-        """Give up the lease. Idempotent."""
+        """Give up the lease, stop watching the folder. Idempotent."""
         if self._lease is not None:
             self._lease.release()
+        if self.checkpoints is not None:
+            self.checkpoints.close()
 
     # -- running --------------------------------------------------------------------------
 

@@ -22,7 +22,7 @@ import hashlib
 import os
 import stat
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,6 +31,7 @@ import orjson
 import pathspec
 
 from mulligan.app.catalog import folder_slug
+from mulligan.app.monitor import Monitor
 from mulligan.home import open_private, private_dirs
 
 __all__ = ["TEMP_MARK", "Entry", "Manifest", "Store", "Unsafe", "changed_paths"]
@@ -126,27 +127,47 @@ class Store:
 
     # ---- taking a snapshot --------------------------------------------------------------
 
-    def snapshot(self, folder: Path, *, reread: Iterable[str] = ()) -> Manifest:
+    def snapshot(self, folder: Path, *, reread: Iterable[str] = (),
+                 monitor: Monitor | None = None) -> Manifest:
         """Record `folder` as it is now: every file not ignored is hashed (or found unchanged
         in the stat cache), new content goes to the store, and the manifest is written.
         `reread`: paths whose content is read whatever the cache says (a write's target: the
-        pre-image must be exact). Unsafe for $HOME and /."""
+        pre-image must be exact). `monitor` (`mulligan.app.monitor`): when it has seen no
+        change since the walk it watched ended, that walk's manifest is the answer and
+        nothing is walked; else the walk watches every folder before reading it. Unsafe for
+        $HOME and /."""
         root = Path(folder).resolve()
         if root == Path("/") or root == Path.home().resolve():
             raise Unsafe(f"{root} is {'/' if root == Path('/') else 'your home folder'}: "
                          "checkpoints are taken of a project folder only")
+        forced = set(reread)
+        if monitor is not None and monitor.root != root:
+            monitor = None  # it watches another folder
+        if monitor is not None:
+            last = monitor.last
+            if isinstance(last, Manifest) and not forced and not monitor.changed():
+                return last
+            monitor.begin()
+        manifest = self._walk_and_record(root, forced, monitor)
+        if monitor is not None:
+            monitor.end()
+            monitor.last = manifest
+        return manifest
+
+    def _walk_and_record(self, root: Path, forced: set[str],
+                         monitor: Monitor | None) -> Manifest:
         cache_file = self.root / "stat" / f"{folder_slug(root)}.json"
         cached = _load_cache(cache_file)
         cache: dict[str, list[Any]] = cached.get("files", {})
         shape: dict[str, list[Any]] = cached.get("others", {})  # folders and links, as seen
         started = time.time_ns()
-        forced = set(reread)
         files: dict[str, Entry] = {}
         skipped: dict[str, str] = {}
         fresh: dict[str, list[Any]] = {}
         added, wrote, dirty = 0, False, not cached.get("tree")
         seen: dict[str, list[Any]] = {}
-        for rel, info in _walk(str(root), skipped):
+        for rel, info in _walk(str(root), skipped,
+                               monitor.watch if monitor is not None else None):
             mode = info.st_mode
             if stat.S_ISLNK(mode) or stat.S_ISDIR(mode):
                 if stat.S_ISLNK(mode):
@@ -252,18 +273,24 @@ def _load_cache(path: Path) -> dict[str, Any]:
     return data if isinstance(data, dict) and isinstance(data.get("files"), dict) else {}
 
 
-def _walk(root: str, skipped: dict[str, str]) -> Iterator[tuple[str, os.stat_result]]:
+def _walk(root: str, skipped: dict[str, str], visit: Callable[[str], None] | None = None
+          ) -> Iterator[tuple[str, os.stat_result]]:
     """(relative path, lstat) of every folder, file and link under `root` that git would not
     ignore, folder by folder in name order, never into `.git` nor through a link. Unreadable
     folders are listed in `skipped`; sockets, pipes and devices too. Paths are plain strings:
-    this runs once per file on every snapshot."""
+    this runs once per file on every snapshot. `visit(folder)` is called with each folder's
+    absolute path before it is read (and with `.git/info`, whose `exclude` counts too)."""
     exclude = os.path.join(root, ".git", "info", "exclude")
+    if visit is not None and os.path.isdir(os.path.dirname(exclude)):
+        visit(os.path.dirname(exclude))
     base = [("", _spec(Path(exclude)))] if os.path.isfile(exclude) else []
     stack: list[tuple[str, list[tuple[str, pathspec.GitIgnoreSpec | None]]]] = [("", base)]
     isdir, isreg, islnk = stat.S_ISDIR, stat.S_ISREG, stat.S_ISLNK
     while stack:
         rel_dir, specs = stack.pop()
         here = os.path.join(root, rel_dir) if rel_dir else root
+        if visit is not None:  # before its .gitignore and its entries are read
+            visit(here)
         ignore_file = os.path.join(here, ".gitignore")
         if os.path.isfile(ignore_file):
             specs = [*specs, (rel_dir, _spec(Path(ignore_file)))]

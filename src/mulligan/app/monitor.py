@@ -1,0 +1,85 @@
+"""Has anything changed in the working folder since the last snapshot? inotify says, so an
+unchanged folder costs no walk -- git's fsmonitor idea, for the snapshot store.
+
+`Monitor.start(root)` opens an inotify instance (inotify_simple: a thin, maintained wrapper
+over the three system calls) or gives None where there is none. The snapshot walk calls
+`watch(folder)` for every folder it is about to read, *before* reading it, so a change after
+the read is an event; `begin()` before a walk forgets earlier events, `end()` after it keeps
+any that came during the walk for the next question. `changed()` is True unless the
+monitor has seen, with nothing lost, every change since the last walk ended: any event, a
+queue overflow, a watch that could not be added (the system's limit), or no walk yet all
+say True, and the caller walks. What inotify does not report -- a file changed through a
+shared mmap without a write(), a change on a network filesystem made by another machine --
+is not seen by it; git's fsmonitor has the same limits. Restores never use it (they walk).
+"""
+
+from __future__ import annotations
+
+import weakref
+from pathlib import Path
+
+from inotify_simple import INotify, flags
+
+_MASK = (flags.MODIFY | flags.ATTRIB | flags.CLOSE_WRITE | flags.MOVED_FROM | flags.MOVED_TO
+         | flags.CREATE | flags.DELETE | flags.DELETE_SELF | flags.MOVE_SELF
+         | flags.DONT_FOLLOW | flags.ONLYDIR)
+
+
+class Monitor:
+    """Changes under one folder, from inotify. Not thread-safe: one session's recorder."""
+
+    def __init__(self, root: Path, notify: INotify) -> None:
+        self.root = Path(root).resolve()
+        self.last: object = None  # what the last walk it watched recorded (the store's)
+        self._notify = notify
+        self._watched: set[str] = set()
+        self._dirty = True  # nothing is known until a walk has ended
+        self._broken = False
+        weakref.finalize(self, notify.close)
+
+    @classmethod
+    def start(cls, root: Path) -> Monitor | None:
+        try:
+            return cls(root, INotify(nonblocking=True))
+        except (OSError, AttributeError):  # no instance left (max_user_instances), or no
+            return None  # inotify on this system: the snapshots walk
+
+    def changed(self) -> bool:
+        """True unless nothing under the folder changed since the last walk ended."""
+        if self._pending():
+            self._dirty = True
+        return self._dirty or self._broken
+
+    def begin(self) -> None:
+        """A walk starts: what happened before it, it sees. Every folder it reads is watched
+        again (adding a watch that exists costs one system call and keeps it)."""
+        self._pending()
+        self._dirty = False
+        self._watched = set()
+
+    def watch(self, folder: str) -> None:
+        """Watch `folder` (an absolute path) before the walk reads it."""
+        if folder in self._watched or self._broken:
+            return
+        try:
+            self._notify.add_watch(folder, _MASK)
+        except OSError:  # the watch limit, or the folder went away: a walk every time
+            self._broken = True
+            return
+        self._watched.add(folder)
+
+    def end(self) -> None:
+        """A walk ended: a change made while it read is for the next snapshot to see."""
+        if self._pending():
+            self._dirty = True
+
+    def close(self) -> None:
+        self._notify.close()
+
+    def _pending(self) -> bool:
+        """Read (and drop) every queued event; True if there was any."""
+        try:
+            return bool(self._notify.read(timeout=0))
+        except (OSError, ValueError):  # closed, or the queue could not be read
+            self._broken = True
+            return True
