@@ -130,7 +130,7 @@ class DatabaseSessions:
             entries=row["entries"], branches=0,
             last_activity=row["last_activity"].isoformat(timespec="milliseconds").replace(
                 "+00:00", "Z"),
-            first_message=self.database.first_message(row["id"]),
+            first_message=" ".join(str(row["first_message"] or "").split()),
             hosts=", ".join(sorted(row["folders"])) or row["host"] or "")
             for row in rows]
 

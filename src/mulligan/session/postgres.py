@@ -155,39 +155,29 @@ class Database:
         """The SessionLog of session `session_id` (created by its first append)."""
         return SessionLog(storage=PostgresStorage(self, session_id))
 
-    def exists(self, session_id: str) -> bool:
-        with self._query() as conn:
-            return conn.execute("SELECT 1 FROM mulligan_sessions WHERE id = %s AND entries > 0",
-                                (session_id,)).fetchone() is not None
-
     def sessions(self, *, host: str | None = None, cwd: str | None = None,
                  prefix: str = "") -> list[dict[str, Any]]:
         """The catalog rows (id, cwd, host, name, created, last_activity, entries, folders:
-        {host: cwd}), most recent activity first; with `host` and `cwd`, only the sessions
-        whose folder on that host is `cwd`; `prefix` keeps ids starting with it."""
+        {host: cwd}, first_message: the first user message's text), most recent activity
+        first; with `host` and `cwd`, only the sessions whose folder on that host is `cwd`;
+        `prefix` keeps ids starting with it."""
         query = ("SELECT s.id, s.cwd, s.host, s.name, s.created, s.last_activity, s.entries, "
                  "coalesce((SELECT jsonb_object_agg(f.host, f.cwd) FROM mulligan_folders f "
-                 "WHERE f.session = s.id), '{}'::jsonb) FROM mulligan_sessions s "
-                 "WHERE s.entries > 0 AND s.id LIKE %s")
+                 "WHERE f.session = s.id), '{}'::jsonb), (SELECT e.entry->'message'->>'content' "
+                 "FROM mulligan_entries e WHERE e.session = s.id AND e.type = 'message' AND "
+                 "e.entry->'message'->>'role' = 'user' ORDER BY e.seq LIMIT 1) "
+                 "FROM mulligan_sessions s WHERE s.entries > 0 AND s.id LIKE %s")
         params: list[Any] = [_like_prefix(prefix)]
         if host is not None and cwd is not None:
             query += (" AND EXISTS (SELECT 1 FROM mulligan_folders f WHERE f.session = s.id "
                       "AND f.host = %s AND f.cwd = %s)")
             params += [host, cwd]
         query += " ORDER BY s.last_activity DESC, s.id DESC"
-        keys = ("id", "cwd", "host", "name", "created", "last_activity", "entries", "folders")
+        keys = ("id", "cwd", "host", "name", "created", "last_activity", "entries", "folders",
+                "first_message")
         with self._query() as conn:
             return [dict(zip(keys, row, strict=True))
                     for row in conn.execute(query, params).fetchall()]
-
-    def first_message(self, session_id: str) -> str:
-        """The first user message's text, for listings."""
-        with self._query() as conn:
-            row = conn.execute(
-                "SELECT entry->'message'->>'content' FROM mulligan_entries WHERE session = %s "
-                "AND type = 'message' AND entry->'message'->>'role' = 'user' ORDER BY seq "
-                "LIMIT 1", (session_id,)).fetchone()
-        return " ".join(str(row[0] or "").split()) if row else ""
 
     def folder(self, session_id: str, host: str) -> str | None:
         """The working folder recorded for the session on `host`, or None."""
@@ -267,6 +257,7 @@ class PostgresStorage:
         self.name = f"{database.name} session {session_id}"
         self._conn: psycopg.Connection[Any] | None = None
         self._seq = 0
+        self._exists = False
 
     def _connection(self) -> psycopg.Connection[Any]:
         if self._conn is None or self._conn.closed or self._conn.broken:
@@ -277,7 +268,13 @@ class PostgresStorage:
         self._seq = 0
 
     def exists(self) -> bool:
-        return self.database.exists(self.session_id)
+        """On this storage's own connection; once true, true for good (nothing is deleted)."""
+        if not self._exists:
+            with unavailable(self.name):
+                self._exists = self._connection().execute(
+                    "SELECT 1 FROM mulligan_sessions WHERE id = %s AND entries > 0",
+                    (self.session_id,)).fetchone() is not None
+        return self._exists
 
     def lease(self) -> AdvisoryLease:
         from mulligan.session.pg_lease import AdvisoryLease
