@@ -406,6 +406,10 @@ def test_a_session_from_another_host_says_where_it_was_and_records_this_folder(
     assert "/home/ann/project on anns-laptop" in done.stderr and str(work.resolve()) in \
         done.stderr
     assert database.folder(session_id, os.uname().nodename) == str(work.resolve())
+    # Going back with the files acts in this machine's folder, not the one it started in.
+    back = mulligan(tmp_path / "home", work, "sessions", "back", session_id, "e3", "--files",
+                    store=pg_url)
+    assert back.returncode == 0, back.stderr
 
 
 def test_a_long_session_read_in_chunks_refuses_damage_past_the_first_chunk_by_line(

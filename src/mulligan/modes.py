@@ -327,7 +327,6 @@ def html_page(log: Any, entries: list[Any], tip: str | None) -> str:
     """The HTML export of a session from the shell: the system prompt as the session's
     folder would give it now (when that folder is here), its checkpoints' diffs, keys
     redacted."""
-    from mulligan.app.catalog import session_folder
     from mulligan.app.html_export import to_html
     from mulligan.app.secrets import Secrets
     from mulligan.app.snapshots import Store
@@ -336,7 +335,7 @@ def html_page(log: Any, entries: list[Any], tip: str | None) -> str:
     from mulligan.providers.config import load_config
 
     home = home_of()
-    folder = session_folder(entries)
+    folder = sessions_of(home).folder_of(log, entries)
     system = system_prompt(None, folder) if folder is not None and folder.is_dir() else None
     secrets = Secrets.of(os.environ, load_config(home))
     stem = short_name(log)
@@ -373,7 +372,6 @@ def sessions_back(args: argparse.Namespace, out: TextIO) -> int:
     """`mulligan sessions back FILE ID [--files]`: what /back ID does, from the shell. The
     session's lease is held while it works (refused while a REPL has the session)."""
     from mulligan.app.back import describe, go_back
-    from mulligan.app.catalog import session_folder
     from mulligan.providers.config import load_config
 
     home = home_of()
@@ -385,7 +383,7 @@ def sessions_back(args: argparse.Namespace, out: TextIO) -> int:
         log.branch(log.tip())  # a damaged session is refused before anything is done
         checkpoints = None
         if args.files:
-            folder = session_folder(entries)
+            folder = sessions_of(home).folder_of(log, entries)
             if folder is None or not folder.is_dir():
                 raise UsageError(f"{file}: the session's working folder {folder} is not "
                                  "here; --files cannot restore it")

@@ -27,6 +27,7 @@ from mulligan.app.catalog import (
     list_sessions,
     new_session_path,
     newest_session,
+    session_folder,
 )
 from mulligan.session import SessionLog
 
@@ -83,6 +84,10 @@ class FileSessions:
     def folder_notice(self, log: SessionLog, cwd: Path) -> str | None:
         return None
 
+    def folder_of(self, log: SessionLog, entries: list[dict[str, Any]]) -> Path | None:
+        """The working folder the session belongs to on this machine."""
+        return session_folder(entries)
+
 
 class DatabaseSessions:
     """Sessions in one PostgreSQL database (`mulligan.session.postgres.Database`)."""
@@ -133,6 +138,15 @@ class DatabaseSessions:
             first_message=" ".join(str(row["first_message"] or "").split()),
             hosts=", ".join(sorted(row["folders"])) or row["host"] or "")
             for row in rows]
+
+    def folder_of(self, log: SessionLog, entries: list[dict[str, Any]]) -> Path | None:
+        """The working folder the session belongs to on this machine: for a database
+        session, the one recorded for this host (its first session_info names the folder
+        of the machine it started on)."""
+        session_id = getattr(log.storage, "session_id", None)
+        mine = self.database.folder(session_id, self.host) if isinstance(session_id, str) \
+            else None
+        return Path(mine) if mine is not None else session_folder(entries)
 
     def folder_notice(self, log: SessionLog, cwd: Path) -> str | None:
         """For a database session: WrongFolder if this host has it in another folder; a

@@ -86,9 +86,6 @@ class Table:
     def start(self, at: int) -> int:
         return self.ends[at - 1] if at else 0
 
-    def kind(self, at: int) -> int:
-        return self.marks[at] & 0xFF
-
     def path_from(self, at: int) -> list[int] | None:
         """The line positions from the first entry down to line `at`, oldest first; None
         when the walk meets a parent the table cannot follow (the caller reads the file
