@@ -262,6 +262,10 @@ class Controller:
     def tip(self) -> str | None:
         return self._log.tip() if self._log is not None and self.started else None
 
+    def labels(self) -> list[Entry]:
+        """The label entries, file order (through the index: only they are parsed)."""
+        return self._log.of_type("label") if self._log is not None and self.started else []
+
     def tree(self, *, folded: bool = False) -> tuple[list[Entry], str | None]:
         """(entries, tip) for drawing the tree; refused like the commands that need a file.
         `folded`: only for a tree that folds the attempts off the branch, whose entries may
@@ -331,7 +335,10 @@ class Controller:
     def user_choices(self) -> list[tuple[str, str]]:
         """(entry id, text) of each user message on the current branch, newest first: what
         /back without an id and /edit can go back before."""
-        found = user_messages_on_path(self.entries(), self.tip())
+        tip = self.tip()
+        # The branch alone: read through the index it is all that is parsed.
+        on_branch = self._log.branch(tip) if self._log is not None and self.started else []
+        found = user_messages_on_path(on_branch, tip)
         return [(e["id"], str(e["message"].get("content", ""))) for e in reversed(found)]
 
     def edit(self, entry_id: str | None = None, *, files: str | None = None,

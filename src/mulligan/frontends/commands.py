@@ -261,7 +261,7 @@ def _diff(c: Controller, args: list[str], width: int) -> Outcome:
 def _label(c: Controller, args: list[str], width: int) -> Outcome:
     if not args:
         return Outcome(["usage: /label ID TEXT"], error=True)
-    if not args[1:] and args[0] not in labels_of(c.entries()):
+    if not args[1:] and args[0] not in labels_of(c.labels()):
         c.tree()  # refused like the other commands when there is no file yet
         return Outcome([f"/label: {args[0]} has no label to take off; /label {args[0]} TEXT "
                         "labels it"], error=True)
