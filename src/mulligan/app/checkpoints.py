@@ -234,7 +234,9 @@ class Checkpoints:
         self.store, self.root = store, Path(root).resolve()
         self.enabled, self.why_off = True, ""
         # Changes to the folder, from inotify: an unchanged folder is not walked again.
-        self.monitor = Monitor.start(self.root)
+        # Started at the first snapshot, not before the REPL's first prompt.
+        self.monitor: Monitor | None = None
+        self._monitoring = True
         self._last: str | None = None  # what the session last saw: the expected state
         self._seen: Manifest | None = None  # that snapshot, when this object took it
         self._before: tuple[str, Manifest, list[str]] | None = None  # (call id, tree, outside)
@@ -242,6 +244,9 @@ class Checkpoints:
     def _take(self, reread: Iterable[str] = ()) -> Manifest | None:
         if not self.enabled:
             return None
+        if self.monitor is None and self._monitoring:
+            self.monitor = Monitor.start(self.root)
+            self._monitoring = self.monitor is not None
         try:
             return self.store.snapshot(self.root, reread=reread, monitor=self.monitor)
         except (Unsafe, OSError) as exc:  # checkpoints stop; the session goes on, and says so
@@ -250,6 +255,7 @@ class Checkpoints:
 
     def close(self) -> None:
         """Stop watching the folder (the snapshots walk again). Idempotent."""
+        self._monitoring = False
         if self.monitor is not None:
             self.monitor.close()
             self.monitor = None

@@ -17,21 +17,16 @@ from __future__ import annotations
 
 import weakref
 from pathlib import Path
-
-from inotify_simple import INotify, flags
-
-_MASK = (flags.MODIFY | flags.ATTRIB | flags.CLOSE_WRITE | flags.MOVED_FROM | flags.MOVED_TO
-         | flags.CREATE | flags.DELETE | flags.DELETE_SELF | flags.MOVE_SELF
-         | flags.DONT_FOLLOW | flags.ONLYDIR)
+from typing import Any
 
 
 class Monitor:
     """Changes under one folder, from inotify. Not thread-safe: one session's recorder."""
 
-    def __init__(self, root: Path, notify: INotify) -> None:
+    def __init__(self, root: Path, notify: Any, mask: int) -> None:
         self.root = Path(root).resolve()
         self.last: object = None  # what the last walk it watched recorded (the store's)
-        self._notify = notify
+        self._notify, self._mask = notify, mask
         self._watched: set[str] = set()
         self._dirty = True  # nothing is known until a walk has ended
         self._broken = False
@@ -39,8 +34,15 @@ class Monitor:
 
     @classmethod
     def start(cls, root: Path) -> Monitor | None:
+        try:  # imported here: ctypes and the library cost ~20 ms, paid at the first snapshot
+            from inotify_simple import INotify, flags
+        except (ImportError, OSError):  # pragma: no cover - no inotify on this system
+            return None
+        mask = (flags.MODIFY | flags.ATTRIB | flags.CLOSE_WRITE | flags.MOVED_FROM
+                | flags.MOVED_TO | flags.CREATE | flags.DELETE | flags.DELETE_SELF
+                | flags.MOVE_SELF | flags.DONT_FOLLOW | flags.ONLYDIR)
         try:
-            return cls(root, INotify(nonblocking=True))
+            return cls(root, INotify(nonblocking=True), mask)
         except (OSError, AttributeError):  # no instance left (max_user_instances), or no
             return None  # inotify on this system: the snapshots walk
 
@@ -62,7 +64,7 @@ class Monitor:
         if folder in self._watched or self._broken:
             return
         try:
-            self._notify.add_watch(folder, _MASK)
+            self._notify.add_watch(folder, self._mask)
         except OSError:  # the watch limit, or the folder went away: a walk every time
             self._broken = True
             return

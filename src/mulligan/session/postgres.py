@@ -268,10 +268,12 @@ class PostgresStorage:
         self._seq = 0
 
     def exists(self) -> bool:
-        """On this storage's own connection; once true, true for good (nothing is deleted)."""
+        """Once true, true for good (nothing is deleted). Asked on a connection of its own:
+        it is asked from any thread (the REPL's), outside the log's lock, while the log's
+        connection may be in an append's transaction."""
         if not self._exists:
-            with unavailable(self.name):
-                self._exists = self._connection().execute(
+            with self.database._query() as conn:
+                self._exists = conn.execute(
                     "SELECT 1 FROM mulligan_sessions WHERE id = %s AND entries > 0",
                     (self.session_id,)).fetchone() is not None
         return self._exists
