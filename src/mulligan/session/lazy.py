@@ -57,9 +57,9 @@ class LazyFile:
             return
         newer = load(self.storage.name, fd, stat)
         old = self.table
-        if newer is None or newer.count < old.count or (
+        if newer is None or newer.state[:2] != old.state[:2] or newer.count < old.count or (
                 old.count and newer.ends[old.count - 1] != old.ends[-1]):
-            raise Stale
+            raise Stale  # not the file read so far, grown by appends: start again
         self.table = newer
 
     # ---- questions --------------------------------------------------------------------
