@@ -317,3 +317,17 @@ def test_the_folded_tree_drawn_through_the_index_is_the_tree_of_the_full_read(tm
     cli = subprocess.run([PYTHON, "-m", "mulligan", "sessions", "tree", str(path), "--width",
                           "90"], capture_output=True, text=True)
     assert cli.returncode == 0 and cli.stdout.splitlines() == expected
+
+
+def test_a_live_lazy_log_sees_the_file_replaced_with_its_index_by_one_just_like_it(tmp_path):
+    path, other = tmp_path / "s.jsonl", tmp_path / "other.jsonl"
+    a_session(path)
+    live = SessionLog(path)
+    assert live.entry("e2")["message"]["content"] == "ask 0"  # parsed, and kept
+    live.replay()
+    other.write_bytes(path.read_bytes().replace(b"ask 0", b"ASK 0"))  # same sizes throughout
+    SessionLog(other).tip()  # its own, valid index
+    os.replace(sidecar_path(str(other)), sidecar_path(str(path)))
+    os.replace(other, path)
+    assert live.replay() == SessionLog(path, sidecar=False).replay()
+    assert live.entry("e2")["message"]["content"] == "ASK 0"
