@@ -132,16 +132,22 @@ def test_resume_picks_a_session_with_the_arrow_keys(tmp_path):
     assert term.close() == 0
 
 
-def test_back_in_a_real_terminal_asks_about_the_files_and_restores_them_on_enter(tmp_path):
+def tool_then(tmp_path: Path, name: str, arguments: dict, *replies: str) -> Terminal:
+    """A REPL on a pty whose model first calls tool `name`, then answers `replies`."""
     (tmp_path / "work").mkdir()
     path = tmp_path / "replies.json"
     path.write_text(json.dumps([
-        {"role": "assistant", "content": [{"type": "toolCall", "id": "c1", "name": "write",
-                                           "arguments": {"path": "NOTES.md",
-                                                         "content": "a note\n"}}],
-         "stop_reason": "toolUse"}, "wrote it", "and again"]))
+        {"role": "assistant", "content": [{"type": "toolCall", "id": "c1", "name": name,
+                                           "arguments": arguments}],
+         "stop_reason": "toolUse"}, *replies]))
     term = Terminal(tmp_path, "--model", f"scripted:{path}", "--permission-mode", "auto")
     term.expect("/help for commands")
+    return term
+
+
+def test_back_in_a_real_terminal_asks_about_the_files_and_restores_them_on_enter(tmp_path):
+    term = tool_then(tmp_path, "write", {"path": "NOTES.md", "content": "a note\n"},
+                     "wrote it", "and again")
     term.type("take a note\r")
     term.expect("wrote it")
     term.type("/diff\r")
@@ -160,14 +166,7 @@ def test_back_in_a_real_terminal_asks_about_the_files_and_restores_them_on_enter
 
 
 def test_back_in_a_real_terminal_can_keep_the_files_or_cancel(tmp_path):
-    (tmp_path / "work").mkdir()
-    path = tmp_path / "replies.json"
-    path.write_text(json.dumps([
-        {"role": "assistant", "content": [{"type": "toolCall", "id": "c1", "name": "bash",
-                                           "arguments": {"command": "echo b > by-bash.txt"}}],
-         "stop_reason": "toolUse"}, "ran it"]))
-    term = Terminal(tmp_path, "--model", f"scripted:{path}", "--permission-mode", "auto")
-    term.expect("/help for commands")
+    term = tool_then(tmp_path, "bash", {"command": "echo b > by-bash.txt"}, "ran it")
     term.type("run it\r")
     term.expect("ran it")
     term.type("/back e1\r")
@@ -186,16 +185,9 @@ def test_back_in_a_real_terminal_can_keep_the_files_or_cancel(tmp_path):
 
 
 def test_back_with_a_summary_in_a_real_terminal(tmp_path):
-    (tmp_path / "work").mkdir()
-    path = tmp_path / "replies.json"
-    path.write_text(json.dumps([
-        {"role": "assistant", "content": [{"type": "toolCall", "id": "c1", "name": "bash",
-                                           "arguments": {"command": "echo b > by-bash.txt"}}],
-         "stop_reason": "toolUse"}, "ran it",
-        "Goal: make a file. Tried: bash. Left: nothing.", "second answer",
-        "Summary two."]))
-    term = Terminal(tmp_path, "--model", f"scripted:{path}", "--permission-mode", "auto")
-    term.expect("/help for commands")
+    term = tool_then(tmp_path, "bash", {"command": "echo b > by-bash.txt"}, "ran it",
+                     "Goal: make a file. Tried: bash. Left: nothing.", "second answer",
+                     "Summary two.")
     term.type("run it\r")
     term.expect("ran it")
     term.type("/back e1\r")

@@ -24,17 +24,10 @@ from mulligan.app.catalog import summarize
 from mulligan.session import SessionLog
 from mulligan.session.maintenance import check
 from mulligan.session.sidecar import HEADER_SIZE, sidecar_path
+from mulligan.testing import say as said
+from mulligan.testing import user
 
 PYTHON = sys.executable
-
-
-def user(text: str) -> dict:
-    return {"role": "user", "content": text}
-
-
-def said(text: str) -> dict:
-    return {"role": "assistant", "content": [{"type": "text", "text": text}],
-            "stop_reason": "stop"}
 
 
 def outcome(read: Any) -> Any:

@@ -375,7 +375,8 @@ def sessions_back(args: argparse.Namespace, out: TextIO) -> int:
     from mulligan.providers.config import load_config
 
     home = home_of()
-    log = open_named(args)
+    sessions = sessions_of(home)
+    log = sessions.named(args.file, working_folder(args))
     file = log.path
     lease = log.lease()
     try:
@@ -383,7 +384,7 @@ def sessions_back(args: argparse.Namespace, out: TextIO) -> int:
         log.branch(log.tip())  # a damaged session is refused before anything is done
         checkpoints = None
         if args.files:
-            folder = sessions_of(home).folder_of(log, entries)
+            folder = sessions.folder_of(log, entries)
             if folder is None or not folder.is_dir():
                 raise UsageError(f"{file}: the session's working folder {folder} is not "
                                  "here; --files cannot restore it")
@@ -444,7 +445,7 @@ def gc(args: argparse.Namespace, out: TextIO) -> int:
     """`mulligan gc`: free the snapshots and file copies no session refers to -- no session
     file, and with a database store no session in that database (unreachable: nothing is
     freed, the command fails)."""
-    from mulligan.app.catalog import referenced_snapshots
+    from mulligan.app.catalog import referenced_snapshots, snapshot_ids
     from mulligan.app.snapshots import Store
 
     home = home_of()
@@ -452,7 +453,7 @@ def gc(args: argparse.Namespace, out: TextIO) -> int:
     keep = referenced_snapshots(home)
     database = sessions_of(home).database
     if database is not None:
-        keep |= database.referenced_snapshots()
+        keep = keep.union(*map(snapshot_ids, database.workspaces()))
     trees, blobs, freed = store.gc(keep)
     print(f"freed {trees} snapshot(s) and {blobs} file copies, {freed / 1e6:.1f} MB; the "
           f"store holds {store.size() / 1e6:.1f} MB in {store.root}", file=out)

@@ -201,8 +201,13 @@ def referenced_snapshots(home: Path) -> set[str]:
                 entry = orjson.loads(line)
             except orjson.JSONDecodeError:
                 continue
-            meta = entry.get("workspace") if isinstance(entry, dict) else None
-            if isinstance(meta, dict):
-                found.update(v for k, v in meta.items()
-                             if k in ("before", "after", "safety") and isinstance(v, str))
+            found |= snapshot_ids(entry.get("workspace") if isinstance(entry, dict) else None)
     return found
+
+
+def snapshot_ids(meta: Any) -> set[str]:
+    """The snapshot ids one entry's workspace metadata names (before, after, safety)."""
+    if not isinstance(meta, dict):
+        return set()
+    return {v for k, v in meta.items() if k in ("before", "after", "safety")
+            and isinstance(v, str)}

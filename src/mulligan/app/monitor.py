@@ -27,7 +27,6 @@ class Monitor:
         self.root = Path(root).resolve()
         self.last: object = None  # what the last walk it watched recorded (the store's)
         self._notify, self._mask = notify, mask
-        self._watched: set[str] = set()
         self._dirty = True  # nothing is known until a walk has ended
         self._broken = False
         weakref.finalize(self, notify.close)
@@ -57,18 +56,15 @@ class Monitor:
         again (adding a watch that exists costs one system call and keeps it)."""
         self._pending()
         self._dirty = False
-        self._watched = set()
 
     def watch(self, folder: str) -> None:
         """Watch `folder` (an absolute path) before the walk reads it."""
-        if folder in self._watched or self._broken:
+        if self._broken:
             return
         try:
             self._notify.add_watch(folder, self._mask)
         except OSError:  # the watch limit, or the folder went away: a walk every time
             self._broken = True
-            return
-        self._watched.add(folder)
 
     def end(self) -> None:
         """A walk ended: a change made while it read is for the next snapshot to see."""

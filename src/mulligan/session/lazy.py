@@ -20,8 +20,7 @@ import orjson
 from mulligan.session.errors import UnknownEntry
 from mulligan.session.sidecar import ROOT, Table, file_state, load
 from mulligan.session.storage import FileStorage
-
-Entry = dict[str, Any]
+from mulligan.session.tree import Entry
 
 
 class Stale(Exception):

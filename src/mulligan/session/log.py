@@ -25,9 +25,9 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 
@@ -38,6 +38,8 @@ from mulligan.session.lazy import LazyFile, Stale
 from mulligan.session.storage import FileStorage, Releasable, Storage
 from mulligan.session.tree import Entry, Index, paused_gc
 from mulligan.session.view import messages_of, transcript
+
+T = TypeVar("T")
 
 # Keys every entry has; metadata passed by callers may not replace them.
 RESERVED = frozenset({"id", "type", "parent_id", "timestamp"})
@@ -101,74 +103,45 @@ class SessionLog:
 
     def tip(self) -> str | None:
         """The id of the last line of the file, or None when there is no entry yet."""
-        with self._mutex:
-            lazy = self._refresh()
-            return lazy.tip() if lazy is not None else self._index.tip()
+        return self._answer(LazyFile.tip, lambda: self._index.tip())
 
     def entry(self, entry_id: str) -> Entry:
         """The entry with that id; UnknownEntry (a ValueError) naming it if there is none."""
-        with self._mutex:
-            lazy = self._refresh()
-            if lazy is not None:
-                try:
-                    return lazy.entries_at([lazy.position(entry_id)])[0]
-                except Stale:
-                    self._go_whole()
-                    self._refresh()
-            return self._index.entries[self._index.position(entry_id)]
+        return self._answer(lambda lazy: lazy.entries_at([lazy.position(entry_id)])[0],
+                            lambda: self._index.entries[self._index.position(entry_id)])
 
     def branch(self, leaf_id: str | None) -> list[Entry]:
         """path(entries, leaf_id) over this log, using its index: the entries from the first
         one down to `leaf_id`. Validates the walk like path()."""
-        with self._mutex:
-            lazy = self._refresh()
-            if lazy is not None:
-                try:
-                    return lazy.path(leaf_id)
-                except Stale:
-                    self._go_whole()
-                    self._refresh()
-            return self._index.path(leaf_id)
+        return self._answer(lambda lazy: lazy.path(leaf_id),
+                            lambda: self._index.path(leaf_id))
 
     def of_type(self, type_: str) -> list[Entry]:
         """The entries of one type (session_info, label, ...), file order; through the line
         table when the log reads lazily, without parsing the other lines."""
         kind = tables.KINDS.get(type_)
-        with self._mutex:
-            lazy = self._refresh()
-            if lazy is not None and kind is not None:
-                try:
-                    return lazy.of_kind(kind)
-                except Stale:
-                    self._go_whole()
-                    self._refresh()
-            if lazy is not None:
-                self._go_whole()
-                self._refresh()
-            return [e for e in self._index.entries if e.get("type") == type_]
+        return self._answer(
+            (lambda lazy: lazy.of_kind(kind)) if kind is not None else None,
+            lambda: [e for e in self._index.entries if e.get("type") == type_])
 
     def sketch(self) -> tuple[list[Entry], bool]:
         """Every entry, for drawing the tree folded: (entries, sketched). Read lazily, the
         entries on the branch to the tip and the labels are the entries themselves and every
         other is a sketch, {"id", "parent_id", "type"} ("other" for a type the index does
         not name), and `sketched` is True; else it is entries() and False."""
-        with self._mutex:
-            lazy = self._refresh()
-            if lazy is not None and tables.UNRESOLVED not in lazy.table.parents:
-                try:
-                    whole = {e["id"]: e for e in (*lazy.path(lazy.tip()),
-                                                  *lazy.of_kind(tables.KINDS["label"]))}
-                except Stale:
-                    pass
-                else:
-                    return [whole.get(f"e{at + 1}") or {
-                        "id": f"e{at + 1}",
-                        "parent_id": None if up == tables.ROOT else f"e{up + 1}",
-                        "type": tables.TYPE_OF_KIND[mark & 0xFF]}
-                        for at, (up, mark) in enumerate(zip(lazy.table.parents,
-                                                            lazy.table.marks, strict=True))
-                    ], True
-        return self.entries(), False
+        def sketched(lazy: LazyFile) -> tuple[list[Entry], bool]:
+            table = lazy.table
+            if tables.UNRESOLVED in table.parents:
+                raise Stale  # a parent the table cannot follow: the whole file, drawn
+            whole = {e["id"]: e for e in (*lazy.path(lazy.tip()),
+                                          *lazy.of_kind(tables.KINDS["label"]))}
+            return [whole.get(f"e{at + 1}") or {
+                "id": f"e{at + 1}", "parent_id": None if up == tables.ROOT else f"e{up + 1}",
+                "type": tables.TYPE_OF_KIND[mark & 0xFF]}
+                for at, (up, mark) in enumerate(zip(table.parents, table.marks, strict=True))
+            ], True
+
+        return self._answer(sketched, lambda: (list(self._index.entries), False))
 
     def table(self) -> tables.Table | None:
         """The file's line table as the log has it now (None: no file, a database session,
@@ -190,16 +163,27 @@ class SessionLog:
         return messages_of(self._tip_branch(), file=self._name)
 
     def _tip_branch(self) -> list[Entry]:
+        return self._answer(lambda lazy: lazy.path(lazy.tip()), self._whole_tip_branch)
+
+    def _whole_tip_branch(self) -> list[Entry]:
+        index = self._index  # read after the refresh: a first read makes a new Index
+        return list(map(index.entries.__getitem__, index.walk(index.tip())))
+
+    def _answer(self, lazily: Callable[[LazyFile], T] | None, wholly: Callable[[], T]) -> T:
+        """One question, under the log's lock, caught up with the file: `lazily` asks the
+        line table when the log reads through it (and can answer: Stale, or no `lazily`,
+        and the log reads whole from now on); `wholly` asks the Index of every line."""
         with self._mutex:
             lazy = self._refresh()
             if lazy is not None:
                 try:
-                    return lazy.path(lazy.tip())
-                except Stale:
+                    if lazily is not None:
+                        return lazily(lazy)
                     self._go_whole()
-                    self._refresh()
-            index = self._index
-            return list(map(index.entries.__getitem__, index.walk(index.tip())))
+                except Stale:  # the table said something the file does not: build it anew
+                    self._go_whole(keep_table=False)
+                self._refresh()
+            return wholly()
 
     # ---- appending ---------------------------------------------------------------------------
 
@@ -262,11 +246,7 @@ class SessionLog:
                 lazy = self._refresh()
                 # fail fast: no file is created for nothing
                 (lazy or self._index).position(must_exist)
-            if not self._whole and self._lazy is None and self._file is not None:
-                self._lazy = LazyFile.open(self._file)
-                if self._lazy is None:
-                    self._go_whole()
-            if self._lazy is not None:
+            if self._lazy_file() is not None:
                 done = self._append_lazily(type_, fields, parent, must_exist)
                 if done is not None:
                     return done
@@ -372,20 +352,28 @@ class SessionLog:
         self._index, self._table = Index(self._name), kept
         self.storage.forget()
 
+    def _lazy_file(self) -> LazyFile | None:
+        """The LazyFile while the log reads through the line table; on the first call, open
+        it if the sidecar describes the file (else the log reads whole from then on)."""
+        if not self._whole and self._lazy is None:
+            self._lazy = LazyFile.open(self._file) if self._file is not None else None
+            if self._lazy is None:
+                self._go_whole(keep_table=False)
+        return self._lazy
+
     def _refresh(self) -> LazyFile | None:
         """Catch up with the storage (a missing file reads as empty). Returns the LazyFile
         while the log reads through the table; None when the Index has every line."""
         if not self._whole:
-            lazy = self._lazy or (LazyFile.open(self._file) if self._file else None)
+            opened = self._lazy is None
+            lazy = self._lazy_file()
             if lazy is not None:
                 try:
-                    if lazy is self._lazy:
+                    if not opened:  # just opened, it is what the file is now
                         lazy.refresh()
-                    self._lazy = lazy
                     return lazy
                 except Stale:
-                    pass
-            self._go_whole(keep_table=False)
+                    self._go_whole(keep_table=False)
         before = len(self._index.entries)
         self._ingest(*self.storage.fetch())
         if self._file is not None and len(self._index.entries) != before:
@@ -414,15 +402,10 @@ class SessionLog:
                 tables.save(self._name, built)
             return
         head, first = table.header(), table.count
-        for at in range(first, len(index.entries)):
-            entry, up = index.entries[at], index.ups()[at]
-            if entry["id"] != f"e{at + 1}":
-                self._table = None
-                tables.remove(self._name)
-                return
-            parent = tables.ROOT if entry.get("parent_id", 0) is None else (
-                up if up is not None and up < at else tables.UNRESOLVED)
-            table.add(index.ends[at], parent, tables.kind_of(entry))
+        if not table.extend(index.entries, index.ends, index.ups()):
+            self._table = None
+            tables.remove(self._name)
+            return
         last_line = line if line is not None else tables.read_last(self._name, index.ends)
         if last_line is None:
             self._table = None

@@ -132,6 +132,8 @@ class Database:
             raise ValueError(f"store {url!r}: a database store is a postgresql:// URL")
         self.url = url
         self.name = display(url)
+        self._catalog: psycopg.Connection[Any] | None = None
+        self._catalog_lock = threading.Lock()
 
     def __repr__(self) -> str:
         return f"Database({self.name!r})"
@@ -193,16 +195,13 @@ class Database:
                          "ON CONFLICT (session, host) DO UPDATE SET cwd = EXCLUDED.cwd",
                          (session_id, host, cwd))
 
-    def referenced_snapshots(self) -> set[str]:
-        """Every snapshot id any entry of any session names in its workspace metadata (so
-        `mulligan gc` keeps what a database session may restore)."""
+    def workspaces(self) -> list[Any]:
+        """The workspace metadata of every entry of every session that has one (what the
+        app's checkpoints recorded there; the file format does not look inside)."""
         with self._query() as conn:
-            rows = conn.execute(
-                "SELECT DISTINCT v FROM mulligan_entries, LATERAL (VALUES "
-                "(entry->'workspace'->>'before'), (entry->'workspace'->>'after'), "
-                "(entry->'workspace'->>'safety')) AS t(v) WHERE entry ? 'workspace' AND v IS "
-                "NOT NULL").fetchall()
-        return {row[0] for row in rows}
+            rows = conn.execute("SELECT DISTINCT entry->'workspace' FROM mulligan_entries "
+                                "WHERE entry ? 'workspace'").fetchall()
+        return [row[0] for row in rows]
 
     def push(self, lines: list[bytes], *, cwd: str | None, name: str | None,
              host: str) -> str:
@@ -232,18 +231,19 @@ class Database:
             rows = conn.execute("SELECT line FROM mulligan_entries WHERE session = %s ORDER BY "
                                 "seq", (session_id,), binary=True).fetchall()
         if not rows:
-            raise UnknownSession(f"{self.name}: no session {session_id!r} (mulligan sessions ls "
-                           "--all lists them)")
+            raise UnknownSession(f"{self.name}: no session {session_id!r} (mulligan sessions "
+                                 "ls --all lists them)")
         return b"".join(row[0] + b"\n" for row in rows)
 
     @contextmanager
     def _query(self) -> Iterator[psycopg.Connection[Any]]:
-        conn = self.connect()
-        try:
+        """The catalog's connection, one per Database, opened on first use and again after it
+        dropped; held by one caller at a time (any thread: the logs keep their own)."""
+        with self._catalog_lock:
+            if self._catalog is None or self._catalog.closed or self._catalog.broken:
+                self._catalog = self.connect()
             with unavailable(self.name):
-                yield conn
-        finally:
-            conn.close()
+                yield self._catalog
 
 
 class PostgresStorage:
@@ -268,9 +268,9 @@ class PostgresStorage:
         self._seq = 0
 
     def exists(self) -> bool:
-        """Once true, true for good (nothing is deleted). Asked on a connection of its own:
-        it is asked from any thread (the REPL's), outside the log's lock, while the log's
-        connection may be in an append's transaction."""
+        """Once true, true for good (nothing is deleted). Asked on the catalog's connection,
+        not the log's: it is asked from any thread (the REPL's), outside the log's lock,
+        while the log's connection may be in an append's transaction."""
         if not self._exists:
             with self.database._query() as conn:
                 self._exists = conn.execute(

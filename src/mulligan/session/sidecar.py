@@ -122,6 +122,20 @@ class Table:
         self.marks.append(mark)
         self.crc = zlib.crc32(_RECORD.pack(end, parent, mark), self.crc)
 
+    def extend(self, entries: Sequence[dict[str, Any]], ends: Sequence[int],
+               ups: Sequence[int | None]) -> bool:
+        """Add the lines after those the table has, from a whole read (`ends[i]`: where line
+        i ends; `ups[i]`: its parent's position when the read found it). False, and the
+        table is not to be used, at the first id that is not "e" + its line number."""
+        for at in range(self.count, len(entries)):
+            entry, up = entries[at], ups[at]
+            if entry["id"] != f"e{at + 1}":
+                return False
+            parent = ROOT if entry.get("parent_id", 0) is None else (
+                up if up is not None and up < at else UNRESOLVED)
+            self.add(ends[at], parent, kind_of(entry))
+        return True
+
     def _nearest(self, parent: int) -> int:
         if parent < 0:
             return parent
@@ -144,15 +158,7 @@ def build(entries: Sequence[dict[str, Any]], ends: Sequence[int], ups: Sequence[
     """The table of a file just read whole (`ends[i]`: where line i ends; `ups[i]`: its
     parent's position when the read found it), or None when its ids are not "e" + line."""
     table = Table(array("q"), array("q"), array("q"), state, line_hash(last_line))
-    for at, (entry, up) in enumerate(zip(entries, ups, strict=True)):
-        if entry["id"] != f"e{at + 1}":
-            return None
-        if entry.get("parent_id", 0) is None:
-            parent = ROOT
-        else:
-            parent = up if up is not None and up < at else UNRESOLVED
-        table.add(ends[at], parent, kind_of(entry))
-    return table
+    return table if table.extend(entries, ends, ups) else None
 
 
 def load(session: str, fd: int, stat: os.stat_result) -> Table | None:
