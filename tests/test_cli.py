@@ -308,20 +308,18 @@ def test_an_empty_task_and_max_turns_0_are_usage_errors(tmp_path):
         assert done.returncode == 2 and "usage:" in done.stderr, args
 
 
-def test_piped_stdin_is_appended_to_the_task_as_claude_p_does(tmp_path):
-    done = mulligan(tmp_path, "-p", "why does it fail?", "--no-session", "--mode", "json",
-                    "--model", script(tmp_path, "ok"), stdin="Traceback: boom\n")
+@pytest.mark.parametrize(("task", "stdin", "sent"), [
+    # piped stdin is appended to the task, as claude -p does
+    ("why does it fail?", "Traceback: boom\n", "why does it fail?\n\nTraceback: boom\n"),
+    # "-p -" reads the task itself from stdin
+    ("-", "a task\non two lines\n", "a task\non two lines\n"),
+], ids=["piped stdin is appended to the task", "a dash reads the task from stdin"])
+def test_print_mode_takes_stdin_into_the_task(tmp_path, task, stdin, sent):
+    done = mulligan(tmp_path, "-p", task, "--no-session", "--mode", "json",
+                    "--model", script(tmp_path, "ok"), stdin=stdin)
     first_user = next(json.loads(line) for line in done.stdout.splitlines()
                       if '"role":"user"' in line)
-    assert first_user["message"]["content"] == "why does it fail?\n\nTraceback: boom\n"
-
-
-def test_print_mode_reads_the_task_from_stdin_when_it_is_a_dash(tmp_path):
-    done = mulligan(tmp_path, "-p", "-", "--no-session", "--mode", "json",
-                    "--model", script(tmp_path, "ok"), stdin="a task\non two lines\n")
-    first_user = next(json.loads(line) for line in done.stdout.splitlines()
-                      if '"role":"user"' in line)
-    assert first_user["message"]["content"] == "a task\non two lines\n"
+    assert first_user["message"]["content"] == sent
 
 
 def test_the_repl_refuses_a_stdin_that_is_not_a_terminal(tmp_path):
