@@ -9,8 +9,8 @@ virtualenv's site-packages. For each, in one run, best of --runs:
 - unchanged: a snapshot with nothing changed vs `git status --porcelain` on the same tree
   committed to a scratch repository (git's index is the floor for noticing that nothing
   changed); target at most 1.5x, and under 100 ms at 10k files. Measured as a session takes
-  it -- its recorder's inotify monitor (`mulligan.app.monitor`) has seen no change since the
-  last walk -- and, reported beside it, walked with the stat cache warm (no monitor: the
+  it -- its recorder's inotify monitor (`mulligan.app.workspace.monitor`) has seen no change
+  since the last walk -- and, reported beside it, walked with the stat cache warm (no monitor: the
   first snapshot after a restart, or a system without inotify); then one file is written and
   the next snapshot must have it;
 - first: the first snapshot into an empty store vs `git add -A && git write-tree` into a
@@ -39,10 +39,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 from mulligan.app import Controller
-from mulligan.app.catalog import new_session_path
-from mulligan.app.checkpoints import Checkpoints
-from mulligan.app.monitor import Monitor
-from mulligan.app.snapshots import Store
+from mulligan.app.sessions.catalog import new_session_path
+from mulligan.app.workspace.checkpoints import Checkpoints
+from mulligan.app.workspace.monitor import Monitor
+from mulligan.app.workspace.snapshots import Store
 from mulligan.testing import ScriptedModel, call, reply, say
 from mulligan.tools import coding_tools
 

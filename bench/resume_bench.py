@@ -31,7 +31,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from mulligan.app.catalog import folder_dir
+from mulligan.app.sessions.catalog import folder_dir
 from mulligan.session import SessionLog
 from mulligan.session.sidecar import sidecar_path
 from session_bench import conversation

@@ -6,7 +6,7 @@ import stat
 from datetime import UTC, datetime
 from pathlib import Path
 
-from mulligan.app.catalog import (
+from mulligan.app.sessions.catalog import (
     folder_dir,
     folder_slug,
     list_sessions,

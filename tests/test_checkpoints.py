@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from mulligan.app import Controller
-from mulligan.app.catalog import new_session_path, referenced_snapshots
-from mulligan.app.checkpoints import Checkpoints, RestoreRefused
-from mulligan.app.snapshots import Store, Unsafe
+from mulligan.app.sessions.catalog import new_session_path, referenced_snapshots
+from mulligan.app.workspace.checkpoints import Checkpoints, RestoreRefused
+from mulligan.app.workspace.snapshots import Store, Unsafe
 from mulligan.session import SessionLog
 from mulligan.testing import ScriptedModel, call, reply, say
 from mulligan.tools import coding_tools

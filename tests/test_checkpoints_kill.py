@@ -14,7 +14,7 @@ import sys
 import time
 from pathlib import Path
 
-from mulligan.app.snapshots import Store
+from mulligan.app.workspace.snapshots import Store
 
 PYTHON = sys.executable
 TRIALS = 50

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from mulligan.app import Controller, Refused
-from mulligan.app.catalog import new_session_path
+from mulligan.app.sessions.catalog import new_session_path
 from mulligan.session import SessionLog
 from mulligan.testing import ScriptedModel, say
 
@@ -97,8 +97,8 @@ def test_fork_copies_the_branch_into_a_new_file_and_moves_the_lease(tmp_path):
 def test_no_command_changes_the_entries_the_log_hands_out(tmp_path):
     # SessionLog.entries() and replay() hand out the log's own cached dicts: a command that
     # changed one would change what every later call (and the next run) sees, not the file.
-    from mulligan.app.export import to_markdown, to_text, write_linear
-    from mulligan.frontends.commands import run_command
+    from mulligan.app.exports.linear import to_markdown, to_text, write_linear
+    from mulligan.frontends.slash import run_command
 
     c = make(tmp_path, [say("one"), say("two"), say("three")])
     list(c.run_prompt("first"))
@@ -123,7 +123,7 @@ def test_no_command_changes_the_entries_the_log_hands_out(tmp_path):
 
 
 def test_export_writes_in_the_working_folder_and_never_overwrites(tmp_path):
-    from mulligan.app.export import ExportTargetExists
+    from mulligan.app.exports.linear import ExportTargetExists
 
     c = make(tmp_path, [say("ok")])
     list(c.run_prompt("hi"))

@@ -7,8 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from mulligan.app import Controller
-from mulligan.app.catalog import new_session_path
-from mulligan.app.compaction import SYSTEM, UPDATE, Settings
+from mulligan.app.rewind.compaction import SYSTEM, UPDATE, Settings
+from mulligan.app.sessions.catalog import new_session_path
 from mulligan.messages import error_message
 from mulligan.session import SessionLog
 from mulligan.session.view import COMPACTION_PREAMBLE

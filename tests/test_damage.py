@@ -147,7 +147,7 @@ def test_one_bad_line_in_the_middle_is_one_problem_with_its_fix(tmp_path):
 
 
 def test_an_ambiguous_file_prefix_lists_the_matches(tmp_path):
-    from mulligan.app.catalog import folder_dir
+    from mulligan.app.sessions.catalog import folder_dir
 
     folder = folder_dir(tmp_path / "home", tmp_path)
     folder.mkdir(parents=True)

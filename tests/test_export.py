@@ -6,7 +6,7 @@ import stat
 
 import pytest
 
-from mulligan.app.export import (
+from mulligan.app.exports.linear import (
     ExportTargetExists,
     to_markdown,
     to_text,
@@ -163,7 +163,7 @@ def test_no_content_in_a_markdown_export_can_make_html_headings_or_fences(tmp_pa
 
 def test_export_html_from_the_controller_holds_every_attempt_and_never_overwrites(tmp_path):
     from mulligan.app import Controller
-    from mulligan.app.catalog import new_session_path
+    from mulligan.app.sessions.catalog import new_session_path
     from mulligan.testing import ScriptedModel
 
     work, home = tmp_path / "work", tmp_path / "home"

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from mulligan.app.monitor import Monitor
-from mulligan.app.snapshots import Store
+from mulligan.app.workspace.monitor import Monitor
+from mulligan.app.workspace.snapshots import Store
 
 
 def tree(root: Path) -> Path:

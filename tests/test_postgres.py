@@ -443,8 +443,8 @@ def test_store_in_config_toml_selects_the_database(tmp_path, pg_url):
 
 
 def test_gc_keeps_the_snapshots_a_database_session_can_restore(tmp_path, pg_url):
-    from mulligan.app.catalog import referenced_snapshots, snapshot_ids
-    from mulligan.app.snapshots import Store
+    from mulligan.app.sessions.catalog import referenced_snapshots, snapshot_ids
+    from mulligan.app.workspace.snapshots import Store
 
     home, work = tmp_path / "home", tmp_path / "work"
     call = {"role": "assistant", "stop_reason": "toolUse", "content": [
@@ -470,7 +470,7 @@ def test_the_repl_commands_work_on_a_database_session(tmp_path, pg_url):
     """What the REPL drives, on a database store: /fork, /new, /sessions, /resume ID, /tree,
     going back -- each staying in the database, the leases moving with the session."""
     from mulligan.app import Controller
-    from mulligan.app.stores import DatabaseSessions
+    from mulligan.app.sessions.stores import DatabaseSessions
     from mulligan.frontends.commands import resume_to
     from mulligan.testing import ScriptedModel, say
 

@@ -15,7 +15,7 @@ from prompt_toolkit.output import DummyOutput
 from rich.console import Console
 
 from mulligan.app import Controller
-from mulligan.app.catalog import new_session_path, newest_session
+from mulligan.app.sessions.catalog import new_session_path, newest_session
 from mulligan.frontends.repl import Repl
 from mulligan.session import SessionLog
 from mulligan.testing import ScriptedModel, StreamingScriptedModel, say

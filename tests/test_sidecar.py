@@ -20,7 +20,7 @@ import orjson
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mulligan.app.catalog import summarize
+from mulligan.app.sessions.catalog import summarize
 from mulligan.session import SessionLog
 from mulligan.session.maintenance import check
 from mulligan.session.sidecar import HEADER_SIZE, sidecar_path

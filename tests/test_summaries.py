@@ -11,9 +11,9 @@ import threading
 from pathlib import Path
 
 from mulligan.app import Controller
-from mulligan.app.catalog import new_session_path
-from mulligan.app.checkpoints import Checkpoints
-from mulligan.app.snapshots import Store
+from mulligan.app.sessions.catalog import new_session_path
+from mulligan.app.workspace.checkpoints import Checkpoints
+from mulligan.app.workspace.snapshots import Store
 from mulligan.session import SessionLog
 from mulligan.session.maintenance import check
 from mulligan.session.view import SUMMARY_PREAMBLE

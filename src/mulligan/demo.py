@@ -34,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     from mulligan.app import Controller, resolve
-    from mulligan.app.catalog import new_session_path
+    from mulligan.app.sessions.catalog import new_session_path
     from mulligan.frontends.live import LiveRenderer
     from mulligan.frontends.tree import render_tree
     from mulligan.testing import shape

@@ -9,7 +9,9 @@ Every file Mulligan creates may hold what the tools read (source, secrets in it)
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -49,3 +51,12 @@ def create_private(path: str | os.PathLike[str]) -> None:
     private_dirs(Path(path).parent)
     with contextlib.suppress(FileExistsError):
         os.close(open_private(path))
+
+
+def folder_slug(cwd: Path) -> str:
+    """A file name for the working folder `cwd`: its path with separators turned into dashes,
+    then eight hex digits of a hash of the full path, e.g. ``work-main-1a2b3c4d``."""
+    resolved = str(Path(cwd).resolve())
+    readable = re.sub(r"[^A-Za-z0-9._]+", "-", resolved).strip("-")[-60:] or "root"
+    digest = hashlib.sha1(resolved.encode()).hexdigest()[:8]
+    return f"{readable}-{digest}"

@@ -8,10 +8,10 @@ it returns.
 
 from __future__ import annotations
 
-from mulligan.app.catalog import SessionSummary, find_session_file
 from mulligan.app.controller import Controller, Refused
-from mulligan.app.export import ExportTargetExists
+from mulligan.app.exports.linear import ExportTargetExists
 from mulligan.app.models import model_label, resolve
+from mulligan.app.sessions.catalog import SessionSummary, find_session_file
 from mulligan.session.lease import LeaseHeld
 
 __all__ = ["Controller", "ExportTargetExists", "LeaseHeld", "Refused", "SessionSummary",

@@ -21,19 +21,19 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from mulligan.app.back import Back, back_plan, go_back
-from mulligan.app.catalog import SessionSummary, new_session_path
-from mulligan.app.checkpoints import Checkpoints, Plan
-from mulligan.app.compaction import Compaction
-from mulligan.app.compaction import Settings as CompactionSettings
-from mulligan.app.diffs import diff_span, snapshot_diff
-from mulligan.app.export import to_markdown, write_linear, write_new
-from mulligan.app.html_export import to_html
+from mulligan.app.exports.html import to_html
+from mulligan.app.exports.linear import to_markdown, write_linear, write_new
 from mulligan.app.models import model_label, model_parts
 from mulligan.app.permissions import MODES, Permissions
-from mulligan.app.stores import DatabaseSessions, FileSessions, session_bytes, short_name
-from mulligan.app.summaries import summarize as make_summary
+from mulligan.app.rewind.back import Back, back_plan, go_back
+from mulligan.app.rewind.compaction import Compaction
+from mulligan.app.rewind.compaction import Settings as CompactionSettings
+from mulligan.app.rewind.summaries import summarize as make_summary
+from mulligan.app.sessions.catalog import SessionSummary, new_session_path
+from mulligan.app.sessions.stores import DatabaseSessions, FileSessions, session_bytes, short_name
 from mulligan.app.usage import Usage, usage_of
+from mulligan.app.workspace.checkpoints import Checkpoints, Plan
+from mulligan.app.workspace.diffs import diff_span, snapshot_diff
 from mulligan.harness import Harness
 from mulligan.messages import Message
 from mulligan.prompts import system_prompt

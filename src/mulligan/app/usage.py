@@ -13,8 +13,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from mulligan.app.compaction import estimate_tokens
-from mulligan.app.summaries import context_window
+from mulligan.app.rewind.compaction import estimate_tokens
+from mulligan.app.rewind.summaries import context_window
 from mulligan.messages import Message
 from mulligan.wire import Model
 

@@ -1,76 +1,26 @@
-"""Slash commands: parsing a line, calling the Controller, and the words shown back.
+"""The built-in slash commands, registered in `mulligan.frontends.slash`: each maps words to a
+Controller call and its answer to lines shown back.
 
-In: the Controller and one line that starts with "/". Out: an `Outcome` -- lines to print,
-text to put in the input box, whether to quit, or which picker the REPL should open. Session
-logic lives in the Controller; this only maps words to its methods and its answers to text.
+In: the Controller and the command's arguments. Out: an `Outcome` (`frontends.slash`).
+Session logic lives in the Controller; this only maps words to its methods and its answers to
+text.
 """
 
 from __future__ import annotations
 
-import functools
-import shlex
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mulligan.app import Controller, LeaseHeld, Refused, SessionSummary, model_label
-from mulligan.app.back import describe
+from mulligan.app import Controller, SessionSummary, model_label
+from mulligan.app.rewind.back import describe
 from mulligan.brief import cut, message_line
 from mulligan.frontends.live import compaction_line
+from mulligan.frontends.slash import Outcome, command, help_lines
 from mulligan.frontends.status import usage_lines
 from mulligan.frontends.tree import render_tree
-from mulligan.session import SessionError, UnknownEntry
 from mulligan.session.branches import labels_of
 from mulligan.session.lease import is_free, read_holder
-
-COMMANDS: dict[str, tuple[str, str]] = {
-    "tree": ("[all|go]", "the session as a tree; 'all' unfolds abandoned attempts; 'go' picks "
-                         "an entry with the arrow keys to go back to"),
-    "back": ("[ID] [--summary]", "go back to entry ID (the next message follows it); alone: "
-                                 "pick a message; --summary: summarise the attempt left"),
-    "edit": ("[ID] [--summary]", "go back to just before your message ID (default: the last) "
-                                 "and edit it"),
-    "diff": ("[ID]", "what the files went through: the last turn, or entry ID's call or turn"),
-    "label": ("ID TEXT", "label an entry (empty TEXT removes the label)"),
-    "name": ("TEXT", "name this session"),
-    "fork": ("", "copy the current branch into a new session file and continue there"),
-    "sessions": ("[all]", "this folder's sessions, numbered for /resume, newest first"),
-    "resume": ("[N|FILE]", "switch to another session (alone: pick one)"),
-    "model": ("[NAME]", "show or change the model (recorded in the session)"),
-    "export": ("[md|jsonl|html] [FILE]", "write the current branch as Markdown or a new "
-                                         "session, or every attempt as one HTML page"),
-    "permissions": ("[ask|edits|auto]", "show or switch the permission mode"),
-    "compact": ("[INSTRUCTIONS]", "summarise the older part of the conversation now"),
-    "new": ("", "start a new session in this folder (alias /clear)"),
-    "usage": ("", "tokens and cost of each model reply on this branch"),
-    "help": ("", "this list"),
-    "quit": ("", "leave (Ctrl-D, or Ctrl-C twice, also quit)"),
-}
-
-
-@dataclass
-class Outcome:
-    """What the REPL should do after a command."""
-
-    lines: list[str] = field(default_factory=list)
-    error: bool = False
-    fill: str | None = None          # put this text in the input box
-    quit: bool = False
-    pick: str | None = None          # "back", "edit", "tree", "resume" or "files": a picker
-    choices: list[tuple[str, str]] = field(default_factory=list)
-    diff: bool = False               # the lines are a unified diff (coloured by the REPL)
-
-
-def help_lines() -> list[str]:
-    width = max(len(f"/{n} {a}") for n, (a, _) in COMMANDS.items())
-    lines = [f"  {f'/{n} {a}'.strip():<{width}}  {d}" for n, (a, d) in COMMANDS.items()]
-    return ["Commands:", *lines,
-            "Keys: Enter sends; Alt-Enter starts a new line. During a run, Enter "
-            "queues a steering message and Alt-Enter a follow-up; Ctrl-C aborts the run.",
-            "A permission question on screen takes y (yes), a (yes from now on for that tool) "
-            "or n [reason]; Ctrl-C answers no and aborts the run.",
-            "Ctrl-C twice at the prompt, or Ctrl-D, quits."]
 
 
 def format_sessions(found: Sequence[SessionSummary], *, numbered: bool = False,
@@ -105,35 +55,6 @@ def format_sessions(found: Sequence[SessionSummary], *, numbered: bool = False,
                      f"{'es' if s.branches != 1 else '  '}  {title or '(untitled)'}{folder}"
                      f"\n{' ' * len(lead)}      {s.path}")
     return lines
-
-
-def run_command(controller: Controller, line: str, *, width: int = 80,
-                on_event: Callable[[dict[str, Any]], None] | None = None) -> Outcome:
-    """Do the slash command `line`. A refusal or bad argument is an Outcome with `error` set and
-    a line saying why; nothing here raises for those."""
-    try:
-        words = shlex.split(line[1:])
-    except ValueError:
-        words = line[1:].split()
-    if not words:
-        return Outcome(help_lines())
-    name, args = words[0].lower(), words[1:]
-    handler = _HANDLERS.get(name)
-    if handler is None:
-        return Outcome([f"unknown command /{name}; /help lists them"], error=True)
-    most = _MOST_ARGS.get(name)
-    if most is not None and len([a for a in args if a != "--summary"]) > most:
-        usage = f"/{name} {COMMANDS.get(name, ('', ''))[0]}".strip()
-        return Outcome([f"/{name} takes {'no' if most == 0 else f'at most {most}'} "
-                        f"argument{'s' if most != 1 else ''}: {usage}"], error=True)
-    if name in _WITH_EVENTS:  # these may call the model (a summary): the REPL shows its events
-        handler = functools.partial(_WITH_EVENTS[name], on_event=on_event)
-    try:
-        return handler(controller, args, width)
-    except UnknownEntry as exc:  # a mistyped id: the session's path would only be noise
-        return Outcome([f"/{name}: {exc.problem}; /tree shows the ids"], error=True)
-    except (Refused, SessionError, LeaseHeld, ValueError, OSError) as exc:
-        return Outcome([str(exc)], error=True)
 
 
 def _tree(c: Controller, args: list[str], width: int) -> Outcome:
@@ -398,14 +319,57 @@ def _quit(c: Controller, args: list[str], width: int) -> Outcome:
     return Outcome(quit=True)
 
 
-_WITH_EVENTS = {"back": _back, "edit": _edit, "compact": _compact}
-# The most arguments each command takes (None: the rest of the line is its text).
-_MOST_ARGS: dict[str, int | None] = {
-    "tree": 1, "back": 1, "edit": 1, "diff": 1, "label": None, "name": None, "fork": 0,
-    "sessions": 1, "resume": 1, "model": 1, "export": 2, "permissions": 1, "compact": None,
-    "help": 0, "quit": 0, "exit": 0, "new": 0, "clear": 0, "usage": 0}
-_HANDLERS = {"tree": _tree, "back": _back, "edit": _edit, "diff": _diff, "label": _label,
-             "name": _name, "fork": _fork, "sessions": _sessions, "resume": _resume,
-             "model": _model, "export": _export, "permissions": _permissions, "help": _help,
-             "quit": _quit, "exit": _quit, "compact": _compact, "new": _new, "clear": _new,
-             "usage": _usage}
+# Registered in the order /help lists them.
+command('tree', '[all|go]',
+        "the session as a tree; 'all' unfolds abandoned attempts; 'go' picks an entry with "
+        "the arrow keys to go back to",
+        most_args=1)(_tree)
+command('back', '[ID] [--summary]',
+        "go back to entry ID (the next message follows it); alone: pick a message; --summary: "
+        "summarise the attempt left",
+        most_args=1, events=True)(_back)
+command('edit', '[ID] [--summary]',
+        'go back to just before your message ID (default: the last) and edit it',
+        most_args=1, events=True)(_edit)
+command('diff', '[ID]',
+        "what the files went through: the last turn, or entry ID's call or turn",
+        most_args=1)(_diff)
+command('label', 'ID TEXT',
+        'label an entry (empty TEXT removes the label)',
+        most_args=None)(_label)
+command('name', 'TEXT',
+        'name this session',
+        most_args=None)(_name)
+command('fork', '',
+        'copy the current branch into a new session file and continue there',
+        most_args=0)(_fork)
+command('sessions', '[all]',
+        "this folder's sessions, numbered for /resume, newest first",
+        most_args=1)(_sessions)
+command('resume', '[N|FILE]',
+        'switch to another session (alone: pick one)',
+        most_args=1)(_resume)
+command('model', '[NAME]',
+        'show or change the model (recorded in the session)',
+        most_args=1)(_model)
+command('export', '[md|jsonl|html] [FILE]',
+        'write the current branch as Markdown or a new session, or every attempt as one HTML page',
+        most_args=2)(_export)
+command('permissions', '[ask|edits|auto]',
+        'show or switch the permission mode',
+        most_args=1)(_permissions)
+command('compact', '[INSTRUCTIONS]',
+        'summarise the older part of the conversation now',
+        most_args=None, events=True)(_compact)
+command('new', '',
+        'start a new session in this folder (alias /clear)',
+        most_args=0, aliases=('clear',))(_new)
+command('usage', '',
+        'tokens and cost of each model reply on this branch',
+        most_args=0)(_usage)
+command('help', '',
+        'this list',
+        most_args=0)(_help)
+command('quit', '',
+        'leave (Ctrl-D, or Ctrl-C twice, also quit)',
+        most_args=0, aliases=('exit',))(_quit)

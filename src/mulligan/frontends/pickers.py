@@ -11,7 +11,7 @@ from prompt_toolkit.document import Document
 from prompt_toolkit.shortcuts.choice_input import ChoiceInput
 
 from mulligan.app import SessionSummary
-from mulligan.frontends.commands import COMMANDS
+from mulligan.frontends.slash import listed
 
 __all__ = ["SlashCompleter", "pick_session"]
 
@@ -24,10 +24,10 @@ class SlashCompleter(Completer):
         if not text.startswith("/") or "\n" in text:
             return
         if " " not in text:
-            for name, (_args, about) in COMMANDS.items():
-                if name.startswith(text[1:]):
-                    yield Completion("/" + name, start_position=-len(text),
-                                     display_meta=about)
+            for found in listed():
+                if found.name.startswith(text[1:]):
+                    yield Completion("/" + found.name, start_position=-len(text),
+                                     display_meta=found.help)
             return
         command, _, rest = text.partition(" ")
         if command in ("/tree", "/sessions") and "all".startswith(rest):

@@ -35,7 +35,6 @@ from mulligan import __version__
 from mulligan.app import Controller, LeaseHeld, Refused, model_label
 from mulligan.app.permissions import Answer, Question
 from mulligan.frontends.commands import (
-    Outcome,
     back_before,
     count,
     edit_before,
@@ -43,10 +42,10 @@ from mulligan.frontends.commands import (
     finish_going_back,
     going_back,
     resume_to,
-    run_command,
 )
 from mulligan.frontends.live import LiveRenderer
 from mulligan.frontends.pickers import SlashCompleter
+from mulligan.frontends.slash import Outcome, run_command
 from mulligan.frontends.status import status_line
 from mulligan.home import create_private
 

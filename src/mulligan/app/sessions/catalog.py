@@ -8,8 +8,6 @@ a slug). Session files are created (by the Controller, `mulligan.home.create_pri
 
 from __future__ import annotations
 
-import hashlib
-import re
 import secrets
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -18,6 +16,7 @@ from typing import Any
 
 import orjson
 
+from mulligan.home import folder_slug
 from mulligan.session import SessionError, SessionLog
 from mulligan.session.branches import message_leaves, message_of
 from mulligan.session.sidecar import USER_MESSAGE, Table
@@ -28,15 +27,6 @@ SUFFIX = ".jsonl"
 def sessions_root(home: Path) -> Path:
     """The folder holding every folder's sessions."""
     return home / "sessions"
-
-
-def folder_slug(cwd: Path) -> str:
-    """A file name for the working folder `cwd`: its path with separators turned into dashes,
-    then eight hex digits of a hash of the full path, e.g. ``work-main-1a2b3c4d``."""
-    resolved = str(Path(cwd).resolve())
-    readable = re.sub(r"[^A-Za-z0-9._]+", "-", resolved).strip("-")[-60:] or "root"
-    digest = hashlib.sha1(resolved.encode()).hexdigest()[:8]
-    return f"{readable}-{digest}"
 
 
 def folder_dir(home: Path, cwd: Path) -> Path:

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import difflib
 
-from mulligan.app.checkpoints import expected_tree, workspace_of
-from mulligan.app.snapshots import Entry, Store, changed_paths
+from mulligan.app.workspace.checkpoints import expected_tree, workspace_of
+from mulligan.app.workspace.snapshots import Entry, Store, changed_paths
 from mulligan.session import SessionLog
 from mulligan.session.branches import children_of, message_of, subtree_ids
 

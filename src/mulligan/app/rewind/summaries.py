@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
-from mulligan.app.checkpoints import workspace_of
+from mulligan.app.workspace.checkpoints import workspace_of
 from mulligan.brief import arguments_text
 from mulligan.messages import Message, is_failed, text_of, user_message
 from mulligan.session import SessionLog

@@ -22,8 +22,8 @@ from typing import Any
 
 from markdown_it import MarkdownIt
 
-from mulligan.app.diffs import snapshot_diff
-from mulligan.app.snapshots import Store
+from mulligan.app.workspace.diffs import snapshot_diff
+from mulligan.app.workspace.snapshots import Store
 from mulligan.brief import call_text, cut, flat, message_line
 from mulligan.session.branches import blocks_of, children_of, labels_of, message_of, path_ids
 
@@ -47,7 +47,7 @@ def to_html(entries: Sequence[Entry], tip: str | None, *, title: str, session: b
     parents = {e["id"]: e.get("parent_id") for e in entries if e.get("type") != "label"}
     shown_tip = _shown_tip(entries, tip)
     data = {"parents": parents, "order": attempts, "tip": shown_tip}
-    page = resources.files("mulligan.app").joinpath("html_template.html").read_text("utf-8")
+    page = resources.files("mulligan.app.exports").joinpath("html_template.html").read_text("utf-8")
     parts = {
         "__TITLE__": _e(title),
         "__META__": _e(meta) + f" · {len(entries)} entries",

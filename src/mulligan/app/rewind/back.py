@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mulligan.app.checkpoints import Checkpoints, Plan, apply, owners, plan
-from mulligan.app.summaries import Summary
+from mulligan.app.rewind.summaries import Summary
+from mulligan.app.workspace.checkpoints import Checkpoints, Plan, apply, owners, plan
 from mulligan.session import SessionLog
 
 __all__ = ["Back", "back_plan", "describe", "go_back"]

@@ -29,7 +29,7 @@ from typing import Any
 
 import orjson
 
-from mulligan.app.summaries import (
+from mulligan.app.rewind.summaries import (
     ask_model,
     context_window,
     details_of,

@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mulligan.app.catalog import (
+from mulligan.app.sessions.catalog import (
     SessionSummary,
     find_session_file,
     list_sessions,
@@ -59,7 +59,7 @@ def sessions_for(home: Path, config: Mapping[str, Any],
 
 
 class FileSessions:
-    """Session files under MULLIGAN_HOME/sessions (see `mulligan.app.catalog`)."""
+    """Session files under MULLIGAN_HOME/sessions (see `mulligan.app.sessions.catalog`)."""
 
     database: Database | None = None
 

@@ -30,9 +30,8 @@ from typing import Any
 import orjson
 import pathspec
 
-from mulligan.app.catalog import folder_slug
-from mulligan.app.monitor import Monitor
-from mulligan.home import open_private, private_dirs
+from mulligan.app.workspace.monitor import Monitor
+from mulligan.home import folder_slug, open_private, private_dirs
 
 __all__ = ["TEMP_MARK", "Entry", "Manifest", "Store", "Unsafe", "changed_paths"]
 
@@ -132,7 +131,7 @@ class Store:
         """Record `folder` as it is now: every file not ignored is hashed (or found unchanged
         in the stat cache), new content goes to the store, and the manifest is written.
         `reread`: paths whose content is read whatever the cache says (a write's target: the
-        pre-image must be exact). `monitor` (`mulligan.app.monitor`): when it has seen no
+        pre-image must be exact). `monitor` (`mulligan.app.workspace.monitor`): when it has seen no
         change since the walk it watched ended, that walk's manifest is the answer and
         nothing is walked; else the walk watches every folder before reading it. Unsafe for
         $HOME and /."""

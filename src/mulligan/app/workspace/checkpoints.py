@@ -34,8 +34,15 @@ from glob import escape as glob_escape
 from pathlib import Path
 from typing import Any
 
-from mulligan.app.monitor import Monitor
-from mulligan.app.snapshots import TEMP_MARK, Entry, Manifest, Store, Unsafe, changed_paths
+from mulligan.app.workspace.monitor import Monitor
+from mulligan.app.workspace.snapshots import (
+    TEMP_MARK,
+    Entry,
+    Manifest,
+    Store,
+    Unsafe,
+    changed_paths,
+)
 
 __all__ = ["FILE_TOOLS", "Checkpoints", "Plan", "RestoreRefused", "expected_tree", "owners",
            "apply", "plan"]

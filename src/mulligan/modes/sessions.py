@@ -1,229 +1,28 @@
-"""What each command line does, once parsed: the REPL, print mode (-p, text or JSON), and the
-`mulligan sessions ...` subcommands.
+"""`mulligan sessions ...` and `mulligan gc`: listing, showing, drawing, exporting, checking,
+repairing, migrating, going back, pushing and pulling sessions.
 
-In: the argparse namespace from `mulligan.cli`, plus the streams to write to. Out: an exit
-status -- 0 done, 1 the run failed or the command could not be done (the reason on stderr).
-Argument checking that argparse cannot do (conflicting flags) is `UsageError`, exit status 2.
+In: the parsed arguments and stdout. Out: an exit status -- 0 done, 1 the command could not be
+done (the reason on stderr or stdout as each command says).
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
-import gc as collector
 import os
 import signal
 import sys
 from pathlib import Path
-from types import FrameType
 from typing import Any, TextIO
 
-from mulligan.app import Controller, find_session_file, resolve
-from mulligan.app.catalog import new_session_path
-from mulligan.home import mulligan_home
-
-
-class UsageError(ValueError):
-    """A combination of flags that makes no sense; exit status 2."""
-
-
-def home_of() -> Path:
-    return mulligan_home()
-
-
-def working_folder(args: argparse.Namespace) -> Path:
-    cwd = Path(args.cwd).expanduser() if getattr(args, "cwd", None) else Path.cwd()
-    if not cwd.is_dir():
-        raise UsageError(f"--cwd {cwd}: no such folder")
-    return cwd.resolve()
-
-
-def sessions_of(home: Path) -> Any:
-    """Where this machine's sessions live (`mulligan.app.stores`): files, or the database
-    MULLIGAN_STORE / `store` names. A bad store setting is a UsageError."""
-    from mulligan.app.stores import sessions_for
-    from mulligan.providers.config import load_config
-
-    try:
-        return sessions_for(home, load_config(home))
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
-
-
-def choose_session(args: argparse.Namespace, sessions: Any, cwd: Path) -> Any:
-    """The session a run will use (None for --no-session): the app chooses, the REPL's
-    picker draws the -r choice."""
-    from mulligan.app.stores import choose_session as choose
-    from mulligan.frontends.pickers import pick_session
-
-    return choose(sessions, cwd, no_session=args.no_session, session=args.session,
-                  continue_=args.continue_, pick=pick_session if args.resume else None)
-
-
-def build_controller(args: argparse.Namespace, err: TextIO, *, defer: bool = False,
-                     interactive: bool = False) -> Controller:
-    """Resolve the model, the tools and the session for a run (REPL or -p). `defer`: load a
-    hosted model's SDK in the background (the REPL). `interactive`: someone is there to be
-    asked (the REPL sets the asker); the default permission mode is then "ask", else
-    "auto"."""
-    from mulligan.app.compaction import Settings as CompactionSettings
-    from mulligan.app.permissions import Permissions
-    from mulligan.app.secrets import Secrets
-    from mulligan.providers.config import load_config
-    from mulligan.tools import Sandbox, coding_tools, sandbox_problem
-
-    home = home_of()
-    cwd = working_folder(args)
-    config = load_config(home)
-    if args.sandbox_network and not args.sandbox:
-        raise UsageError("--sandbox-network goes with --sandbox")
-    sandbox = None
-    if args.sandbox:
-        problem = sandbox_problem(args.sandbox_network)
-        if problem is not None:
-            raise UsageError(problem)
-        sandbox = Sandbox(network=args.sandbox_network)
-    mode = args.permission_mode or (config.get("permission_mode", "ask") if interactive
-                                    else "auto")
-    model = resolve(args.model, base_url=args.base_url, home=home, err=err, defer=defer)
-    sessions = sessions_of(home)
-    session_file = choose_session(args, sessions, cwd)
-    prompt_file = Path(args.system_prompt_file).expanduser() if args.system_prompt_file \
-        else None
-    secrets = Secrets.of(os.environ, config)
-    settings = config.get("tools", {})
-    tools = coding_tools(cwd, bash_timeout=settings.get("bash_timeout", 120.0),
-                         bash_timeout_max=settings.get("bash_timeout_max", 1800.0),
-                         hide_env=secrets.hidden, sandbox=sandbox)
-    permissions = Permissions(mode, cwd)
-    tools = permissions.guard(tools)
-    controller = Controller(
-        model=model, tools=tools, cwd=cwd, home=home, session_file=session_file,
-        max_turns=args.max_turns, system_prompt_file=prompt_file, redact=secrets.redact,
-        redact_text=secrets.redact_text,
-        checkpoints=checkpoints_for(config, home, cwd) if session_file is not None else None,
-        summarize_on_back=config.get("summarize_on_back", "ask"), permissions=permissions,
-        compaction=CompactionSettings.of(config), sessions=sessions,
-        compaction_model=resolve(config["compaction"]["model"], base_url=None, home=home,
-                                 defer=defer) if config.get("compaction", {}).get("model")
-        else None,
-        resolver=lambda name: resolve(name, base_url=args.base_url, home=home, err=err))
-    # The session just read back lives as long as the run: the cyclic collector need never
-    # walk it (a 100k-entry transcript made every full collection a long pause).
-    collector.freeze()
-    return controller
-
-
-def checkpoints_for(config: dict[str, Any], home: Path, cwd: Path) -> Any:
-    """The session's file checkpoints, as `[checkpoints]` in config.toml sets them (None when
-    switched off)."""
-    from mulligan.app.checkpoints import Checkpoints
-    from mulligan.app.snapshots import Store
-
-    settings = config.get("checkpoints", {})
-    if not settings.get("enabled", True):
-        return None
-    store = Store(home, max_file=int(settings.get("max_file_mb", 20) * (1 << 20)),
-                  max_snapshot=int(settings.get("max_snapshot_mb", 1024) * (1 << 20)))
-    return Checkpoints(store, cwd)
-
-
-def run_print(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    """-p: one run; only the final answer (text) or every event as JSON lines (json). The
-    session's lease is held for the run. Ctrl-C aborts the run (the transcript stays valid);
-    SIGTERM and SIGHUP abort it the same way and exit 128 + the signal's number."""
-    from mulligan.frontends.final_text import FinalTextRenderer
-    from mulligan.frontends.json_lines import JsonRenderer
-
-    task = sys.stdin.read() if args.print == "-" else args.print
-    piped = _piped_stdin() if args.print != "-" else ""
-    if piped.strip():  # `cat log | mulligan -p "why does it fail?"`, as claude -p does
-        task = f"{task}\n\n{piped}"
-    controller = build_controller(args, err)
-    try:
-        if controller.notice:  # a database session carried on here from another machine
-            print(f"mulligan: {controller.notice}", file=err)
-        controller.hold_lease()
-        renderer: Any = JsonRenderer(out) if args.mode == "json" else FinalTextRenderer(out, err)
-        if args.mode == "json":
-            renderer.session(controller.where, str(controller.cwd))
-
-        pressed: list[int] = []
-        ended_by: list[int] = []
-
-        def on_interrupt(signum: int, frame: FrameType | None) -> None:
-            # The first Ctrl-C aborts the run cleanly; a second one stops waiting for it.
-            pressed.append(signum)
-            if len(pressed) > 1:
-                raise KeyboardInterrupt
-            controller.abort()
-
-        def on_end(signum: int, frame: FrameType | None) -> None:
-            # SIGTERM, or SIGHUP (the terminal closed): like Ctrl-C -- the running command's
-            # process group is killed, its result recorded -- and then we exit.
-            ended_by.append(signum)
-            controller.abort()
-
-        previous = {signal.SIGINT: signal.signal(signal.SIGINT, on_interrupt),
-                    signal.SIGTERM: signal.signal(signal.SIGTERM, on_end),
-                    signal.SIGHUP: signal.signal(signal.SIGHUP, on_end)}
-        try:
-            for event in controller.run_prompt(task):
-                renderer(event)
-        finally:
-            for number, handler in previous.items():
-                signal.signal(number, handler)
-        return 128 + ended_by[0] if ended_by else int(renderer.status)
-    finally:
-        controller.close()
-
-
-def _piped_stdin(wait: float = 1.0) -> str:
-    """What a pipe or a file on stdin holds ("" for a terminal, /dev/null, a closed stdin, or a
-    pipe that says nothing within `wait` seconds: a script's idle stdin must not hang -p)."""
-    import select
-    import stat
-
-    try:
-        mode = os.fstat(0).st_mode
-    except OSError:
-        return ""
-    if stat.S_ISREG(mode) or (stat.S_ISFIFO(mode) and select.select([0], [], [], wait)[0]):
-        return sys.stdin.read() if sys.stdin is not None else ""
-    return ""
-
-
-def run_interactive(args: argparse.Namespace, err: TextIO) -> int:
-    """The REPL in the working folder."""
-    from rich.console import Console
-
-    from mulligan.frontends.commands import recap
-    from mulligan.frontends.repl import Repl, banner
-
-    if not sys.stdin.isatty():
-        raise UsageError("stdin is not a terminal: use -p TASK for one run "
-                         "(-p - reads the task from stdin)")
-    controller = build_controller(args, err, defer=True, interactive=True)
-    load = getattr(controller.model, "load", None)
-    if callable(load):
-        load()  # a local model's "loading model" line, before the prompt can draw over it
-    console = Console(highlight=False)
-    for line in banner(controller):
-        console.print(line, style="dim", markup=False, highlight=False, soft_wrap=True)
-    for line in recap(controller.harness.messages):  # resuming: where the branch left off
-        console.print(line, markup=False, highlight=False, soft_wrap=True)
-    # --no-session writes nothing, the input history included.
-    history = None if args.no_session else home_of() / "history"
-    status = Repl(controller, console=console, history_file=history).run()
-    if controller.started and controller.where is not None:
-        with contextlib.suppress(OSError):  # the terminal may be gone (SIGHUP)
-            console.print(f"session saved in {controller.where} (mulligan -c to "
-                          "continue)", style="dim", markup=False, highlight=False,
-                          soft_wrap=True)
-    return status
-
-
-# -- mulligan sessions ... ----------------------------------------------------------------
+from mulligan.app import find_session_file, resolve
+from mulligan.app.sessions.catalog import new_session_path
+from mulligan.modes.common import (
+    UsageError,
+    checkpoints_for,
+    home_of,
+    sessions_of,
+    working_folder,
+)
 
 
 def sessions_ls(args: argparse.Namespace, out: TextIO) -> int:
@@ -254,7 +53,7 @@ def _entries_and_leaf(args: argparse.Namespace) -> tuple[Any, list[Any], str | N
 
 
 def sessions_show(args: argparse.Namespace, out: TextIO) -> int:
-    from mulligan.app.export import to_text
+    from mulligan.app.exports.linear import to_text
 
     log = open_named(args)  # only the branch shown is read (through the sidecar index)
     leaf = args.leaf if getattr(args, "leaf", None) else log.tip()
@@ -297,8 +96,8 @@ def sessions_tree(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def sessions_export(args: argparse.Namespace, out: TextIO) -> int:
-    from mulligan.app.export import to_markdown, write_linear, write_new
-    from mulligan.app.stores import short_name
+    from mulligan.app.exports.linear import to_markdown, write_linear, write_new
+    from mulligan.app.sessions.stores import short_name
 
     log, entries, leaf = _entries_and_leaf(args)
     stem = short_name(log)
@@ -327,10 +126,10 @@ def html_page(log: Any, entries: list[Any], tip: str | None) -> str:
     """The HTML export of a session from the shell: the system prompt as the session's
     folder would give it now (when that folder is here), its checkpoints' diffs, keys
     redacted."""
-    from mulligan.app.html_export import to_html
+    from mulligan.app.exports.html import to_html
     from mulligan.app.secrets import Secrets
-    from mulligan.app.snapshots import Store
-    from mulligan.app.stores import session_bytes, short_name
+    from mulligan.app.sessions.stores import session_bytes, short_name
+    from mulligan.app.workspace.snapshots import Store
     from mulligan.prompts import system_prompt
     from mulligan.providers.config import load_config
 
@@ -371,7 +170,7 @@ def session_migrate(args: argparse.Namespace, out: TextIO) -> int:
 def sessions_back(args: argparse.Namespace, out: TextIO) -> int:
     """`mulligan sessions back FILE ID [--files]`: what /back ID does, from the shell. The
     session's lease is held while it works (refused while a REPL has the session)."""
-    from mulligan.app.back import describe, go_back
+    from mulligan.app.rewind.back import describe, go_back
     from mulligan.providers.config import load_config
 
     home = home_of()
@@ -408,7 +207,7 @@ def summarize_for_back(args: argparse.Namespace, log: Any, home: Path) -> Any:
     going back is a plain branch line)."""
     import threading
 
-    from mulligan.app.summaries import summarize
+    from mulligan.app.rewind.summaries import summarize
 
     model = resolve(args.back_model, base_url=None, home=home, err=sys.stderr)
     abort = threading.Event()
@@ -423,7 +222,7 @@ def summarize_for_back(args: argparse.Namespace, log: Any, home: Path) -> Any:
 
 def sessions_files(args: argparse.Namespace, out: TextIO) -> int:
     """`mulligan sessions files FILE [--leaf ID]`: what each entry of the branch changed."""
-    from mulligan.app.checkpoints import workspace_of
+    from mulligan.app.workspace.checkpoints import workspace_of
 
     log = open_named(args)
     leaf = args.leaf if getattr(args, "leaf", None) else log.tip()
@@ -445,8 +244,8 @@ def gc(args: argparse.Namespace, out: TextIO) -> int:
     """`mulligan gc`: free the snapshots and file copies no session refers to -- no session
     file, and with a database store no session in that database (unreachable: nothing is
     freed, the command fails)."""
-    from mulligan.app.catalog import referenced_snapshots, snapshot_ids
-    from mulligan.app.snapshots import Store
+    from mulligan.app.sessions.catalog import referenced_snapshots, snapshot_ids
+    from mulligan.app.workspace.snapshots import Store
 
     home = home_of()
     store = Store(home)
@@ -471,7 +270,7 @@ def sessions_push(args: argparse.Namespace, out: TextIO) -> int:
     """`mulligan sessions push FILE`: copy a session file, checked whole first, into the
     database store as a new session; the id is the last line printed. The file's lease is
     held meanwhile, so no mulligan appends to it mid-copy. The file is left as it is."""
-    from mulligan.app.catalog import session_folder
+    from mulligan.app.sessions.catalog import session_folder
     from mulligan.session import SessionLog, maintenance
 
     home = home_of()
@@ -506,8 +305,8 @@ NEWLINE = b"\n"
 def sessions_pull(args: argparse.Namespace, out: TextIO) -> int:
     """`mulligan sessions pull ID -o OUT`: the database session's lines, byte for byte, as a
     new session file (never over an existing one)."""
-    from mulligan.app.export import write_new
-    from mulligan.app.stores import session_bytes
+    from mulligan.app.exports.linear import write_new
+    from mulligan.app.sessions.stores import session_bytes
 
     sessions = sessions_of(home_of())
     if sessions.database is None:

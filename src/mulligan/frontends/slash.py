@@ -1,0 +1,128 @@
+"""The slash-command registry: one `Command` per name (usage, help, argument count, whether it
+emits events, handler), registered with `@command(...)` by the modules in `COMMAND_MODULES`.
+
+In: a line that starts with "/" and the Controller. Out: an `Outcome` -- lines to print, text
+to put in the input box, whether to quit, or which picker the REPL should open. A refusal or
+a bad argument is an Outcome with `error` set; nothing here raises for those. Registering a
+name twice is a `ValueError` naming it (at import, never at run time).
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import shlex
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from mulligan.app import Controller, LeaseHeld, Refused
+from mulligan.session import SessionError, UnknownEntry
+
+# Each module registers its commands when imported; `commands()` imports them on first use.
+COMMAND_MODULES = ("mulligan.frontends.commands",)
+
+Handler = Callable[..., "Outcome"]
+
+
+@dataclass
+class Outcome:
+    """What the REPL should do after a command."""
+
+    lines: list[str] = field(default_factory=list)
+    error: bool = False
+    fill: str | None = None          # put this text in the input box
+    quit: bool = False
+    pick: str | None = None          # "back", "edit", "tree", "resume" or "files": a picker
+    choices: list[tuple[str, str]] = field(default_factory=list)
+    diff: bool = False               # the lines are a unified diff (coloured by the REPL)
+
+
+@dataclass(frozen=True)
+class Command:
+    """One slash command. `most_args`: the most arguments it takes (None: the rest of the line
+    is its text; `--summary` is not counted). `events`: the handler takes `on_event=` (it may
+    call the model, and the REPL shows those events). `listed`: shown by /help and the menu
+    (aliases are not)."""
+
+    name: str
+    usage: str
+    help: str
+    handler: Handler
+    most_args: int | None
+    events: bool = False
+    listed: bool = True
+
+
+_REGISTRY: dict[str, Command] = {}
+
+
+def command(name: str, usage: str, help: str, *, most_args: int | None, events: bool = False,
+            aliases: tuple[str, ...] = ()) -> Callable[[Handler], Handler]:
+    """Register the decorated `handler(controller, args, width[, on_event=])` as /name (and
+    each alias, unlisted)."""
+
+    def register(handler: Handler) -> Handler:
+        for each, listed in [(name, True), *((a, False) for a in aliases)]:
+            if each in _REGISTRY:
+                raise ValueError(f"slash command /{each} is registered twice")
+            _REGISTRY[each] = Command(each, usage, help, handler, most_args, events, listed)
+        return handler
+
+    return register
+
+
+@functools.cache
+def commands() -> dict[str, Command]:
+    """Every registered command by name (aliases included), after importing the modules that
+    register them."""
+    for module in COMMAND_MODULES:
+        importlib.import_module(module)
+    return _REGISTRY
+
+
+def listed() -> list[Command]:
+    """The commands /help and the `/` menu show, in registration order."""
+    return [c for c in commands().values() if c.listed]
+
+
+def help_lines() -> list[str]:
+    shown = listed()
+    width = max(len(f"/{c.name} {c.usage}") for c in shown)
+    lines = [f"  {f'/{c.name} {c.usage}'.strip():<{width}}  {c.help}" for c in shown]
+    return ["Commands:", *lines,
+            "Keys: Enter sends; Alt-Enter starts a new line. During a run, Enter "
+            "queues a steering message and Alt-Enter a follow-up; Ctrl-C aborts the run.",
+            "A permission question on screen takes y (yes), a (yes from now on for that tool) "
+            "or n [reason]; Ctrl-C answers no and aborts the run.",
+            "Ctrl-C twice at the prompt, or Ctrl-D, quits."]
+
+
+def run_command(controller: Controller, line: str, *, width: int = 80,
+                on_event: Callable[[dict[str, Any]], None] | None = None) -> Outcome:
+    """Do the slash command `line`. A refusal or bad argument is an Outcome with `error` set and
+    a line saying why; nothing here raises for those."""
+    try:
+        words = shlex.split(line[1:])
+    except ValueError:
+        words = line[1:].split()
+    if not words:
+        return Outcome(help_lines())
+    name, args = words[0].lower(), words[1:]
+    found = commands().get(name)
+    if found is None:
+        return Outcome([f"unknown command /{name}; /help lists them"], error=True)
+    most = found.most_args
+    if most is not None and len([a for a in args if a != "--summary"]) > most:
+        usage = f"/{name} {found.usage}".strip()
+        return Outcome([f"/{name} takes {'no' if most == 0 else f'at most {most}'} "
+                        f"argument{'s' if most != 1 else ''}: {usage}"], error=True)
+    handler = functools.partial(found.handler, on_event=on_event) if found.events \
+        else found.handler
+    try:
+        result: Outcome = handler(controller, args, width)
+        return result
+    except UnknownEntry as exc:  # a mistyped id: the session's path would only be noise
+        return Outcome([f"/{name}: {exc.problem}; /tree shows the ids"], error=True)
+    except (Refused, SessionError, LeaseHeld, ValueError, OSError) as exc:
+        return Outcome([str(exc)], error=True)

@@ -1,0 +1,33 @@
+"""What each command line does, once parsed: the REPL (`interactive`), print mode (`print`,
+-p, text or JSON), and the `mulligan sessions ...` subcommands (`sessions`); what they share
+(`common`).
+
+In: the argparse namespace from `mulligan.cli`, plus the streams to write to. Out: an exit
+status -- 0 done, 1 the run failed or the command could not be done (the reason on stderr).
+Argument checking that argparse cannot do (conflicting flags) is `UsageError`, exit status 2.
+"""
+
+from __future__ import annotations
+
+from mulligan.modes.common import UsageError
+from mulligan.modes.interactive import run_interactive
+from mulligan.modes.print import run_print
+from mulligan.modes.sessions import (
+    gc,
+    session_check,
+    session_migrate,
+    session_repair,
+    sessions_back,
+    sessions_export,
+    sessions_files,
+    sessions_ls,
+    sessions_pull,
+    sessions_push,
+    sessions_show,
+    sessions_tree,
+)
+
+__all__ = ["UsageError", "gc", "run_interactive", "run_print", "session_check",
+           "session_migrate", "session_repair", "sessions_back", "sessions_export",
+           "sessions_files", "sessions_ls", "sessions_pull", "sessions_push", "sessions_show",
+           "sessions_tree"]

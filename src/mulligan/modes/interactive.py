@@ -1,0 +1,49 @@
+"""The REPL in the working folder: the banner, the recap of a resumed branch, the prompt loop.
+
+In: the parsed arguments and stderr. Out: the exit status. Refuses (UsageError) when stdin is
+not a terminal.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import sys
+from typing import TextIO
+
+from mulligan.modes.common import (
+    UsageError,
+    build_controller,
+    home_of,
+)
+
+
+def run_interactive(args: argparse.Namespace, err: TextIO) -> int:
+    """The REPL in the working folder."""
+    from rich.console import Console
+
+    from mulligan.frontends.commands import recap
+    from mulligan.frontends.repl import Repl, banner
+
+    if not sys.stdin.isatty():
+        raise UsageError("stdin is not a terminal: use -p TASK for one run "
+                         "(-p - reads the task from stdin)")
+    controller = build_controller(args, err, defer=True, interactive=True)
+    load = getattr(controller.model, "load", None)
+    if callable(load):
+        load()  # a local model's "loading model" line, before the prompt can draw over it
+    console = Console(highlight=False)
+    for line in banner(controller):
+        console.print(line, style="dim", markup=False, highlight=False, soft_wrap=True)
+    for line in recap(controller.harness.messages):  # resuming: where the branch left off
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
+    # --no-session writes nothing, the input history included.
+    history = None if args.no_session else home_of() / "history"
+    status = Repl(controller, console=console, history_file=history).run()
+    if controller.started and controller.where is not None:
+        with contextlib.suppress(OSError):  # the terminal may be gone (SIGHUP)
+            console.print(f"session saved in {controller.where} (mulligan -c to "
+                          "continue)", style="dim", markup=False, highlight=False,
+                          soft_wrap=True)
+    return status
+
