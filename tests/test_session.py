@@ -108,8 +108,8 @@ def test_metadata_is_stored_on_the_entry_and_never_replayed(tmp_path: Path) -> N
 def test_metadata_may_not_replace_the_keys_the_log_owns(tmp_path: Path) -> None:
     file = tmp_path / "session.jsonl"
     log = SessionLog(file)
-    with pytest.raises(ValueError, match="parent_id"):
-        log.append_message(user("hi"), parent_id="e9")
+    with pytest.raises(ValueError, match="'id'"):
+        log.append_message(user("hi"), id="e9")
     assert not file.exists()
 
 

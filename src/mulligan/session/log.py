@@ -187,11 +187,15 @@ class SessionLog:
 
     # ---- appending ---------------------------------------------------------------------------
 
-    def append_message(self, message: Message, **meta: Any) -> str:
-        """Append one message; its parent is the tip. Extra keyword arguments are stored on
-        the entry as metadata (never sent to the model). Returns the new entry's id."""
+    def append_message(self, message: Message, *, parent_id: str | None = None,
+                       **meta: Any) -> str:
+        """Append one message; its parent is the tip, or entry `parent_id` when given (the
+        entries of parallel attempts, each under its own last entry: they interleave in
+        the file, and the tip is still the last line). Unknown `parent_id`: UnknownEntry (a
+        ValueError) naming it, nothing written. Extra keyword arguments are stored on the
+        entry as metadata (never sent to the model). Returns the new entry's id."""
         _check_meta(meta)
-        return self._append("message", {"message": message, **meta})
+        return self._append("message", {"message": message, **meta}, parent=parent_id)
 
     def branch_to(self, entry_id: str) -> str:
         """Go back to `entry_id`: append one `branch` entry whose parent is it, so what comes
