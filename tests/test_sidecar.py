@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 
 from mulligan.app.sessions.catalog import summarize
 from mulligan.session import SessionLog
+from mulligan.session import sidecar as tables
 from mulligan.session.maintenance import check
 from mulligan.session.sidecar import HEADER_SIZE, sidecar_path
 from mulligan.testing import say as said
@@ -90,24 +91,30 @@ def _summary_without_index(path: Path) -> Any:
 
 
 def test_a_lazy_open_parses_only_the_lines_on_the_path(tmp_path):
-    """The index stands for a validated read: an abandoned line changed behind its back --
-    same size, and its mtime put back, the one change no stat can see -- is not even read
-    by the transcript; entries() reads every line and refuses it. (An ordinary edit changes
-    the mtime: see the tests below.)"""
+    """Through the index, the tip's branch is parsed and the other lines are not."""
+    path = tmp_path / "s.jsonl"
+    a_session(path)
+    entries, sketched = SessionLog(path).sketch()  # the off-path lines only as sketches
+    assert sketched and 0 < sum("timestamp" not in e for e in entries) < len(entries)
+
+
+def test_an_abandoned_line_edited_with_its_mtime_put_back_is_refused_by_a_replay(tmp_path):
+    """An abandoned line changed behind the log's back -- same size, and its mtime put back,
+    which no stat of size and mtime can see -- is refused by a replay exactly as the full read
+    refuses it: the index pins the file's ctime, which no user call can set back."""
     path = tmp_path / "s.jsonl"
     log = a_session(path)
     abandoned = log.entry("e4")
     assert abandoned["message"] == said("more 0") or abandoned["message"] == said("answer 0")
-    before = log.replay()
     data = path.read_bytes()
     line = orjson.dumps(abandoned)
     stat = path.stat()
     path.write_bytes(data.replace(line, b"[" + b" " * (len(line) - 2) + b"]", 1))
     os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
-    lazy = SessionLog(path)
-    assert lazy.replay() == before  # the path is intact, and nothing else was read
-    refused = outcome(lambda: lazy.entries())
-    assert refused[:2] == ("refused", "NotAnObject") and "line 4" in refused[2]
+    lazy = outcome(lambda: SessionLog(path).replay())
+    assert lazy[:2] == ("refused", "NotAnObject") and "line 4" in lazy[2]
+    assert lazy == outcome(lambda: SessionLog(path, sidecar=False).replay())
+    same_as_full_read(path, "e3")
 
 
 def test_a_writer_that_does_not_know_the_index_leaves_it_stale_and_stale_is_noticed(tmp_path):
@@ -324,3 +331,53 @@ def test_a_live_lazy_log_sees_the_file_replaced_with_its_index_by_one_just_like_
     os.replace(other, path)
     assert live.replay() == SessionLog(path, sidecar=False).replay()
     assert live.entry("e2")["message"]["content"] == "ASK 0"
+
+
+def restamp(path: Path, table: tables.Table) -> None:
+    """Write `table` as the file's index, stamped with the file's state as it is now: what a
+    forger (or a buggy writer) leaves, every CRC right."""
+    size = path.stat().st_size
+    start = table.start(table.count - 1)
+    table.state = tables.file_state(path.stat())
+    table.last = tables.line_hash(path.read_bytes()[start:size])
+    table.crc = zlib.crc32(table.records())
+    tables.save(str(path), table)
+
+
+def test_an_append_takes_its_id_from_the_real_last_line_not_from_a_forged_index(tmp_path):
+    """An index describing one line fewer (its last record spanning the file's last two
+    lines, every CRC and the state right) would make an append hand out the id the last line
+    already has: the append reads the real last line under the lock, sees the table is wrong,
+    and appends as the full read would."""
+    path = tmp_path / "s.jsonl"
+    log = a_session(path)
+    count = len(log.entries())
+    table = SessionLog(path).table()
+    assert table is not None and table.count == count
+    forged = tables.Table(table.ends[:-2], table.parents[:-2], table.marks[:-2], table.state,
+                          b"")
+    forged.add(table.ends[-1], table.parents[-2], table.marks[-2] & 0xFF)
+    restamp(path, forged)
+    assert SessionLog(path).tip() == f"e{count - 1}"  # the forgery is believed by a read
+    new_id = SessionLog(path).append_message(user("after the forgery"))
+    assert new_id == f"e{count + 1}"
+    check_log = SessionLog(path, sidecar=False)
+    assert len(check_log.entries()) == count + 1 and check_log.tip() == new_id
+    same_as_full_read(path, "e3")
+
+
+def test_a_line_the_lazy_read_parses_is_checked_as_the_full_read_checks_it(tmp_path):
+    """A label line the full read refuses (its target not a string), with the index stamped
+    for the file as it is now: the lazy read of the labels refuses it too, by name."""
+    path = tmp_path / "s.jsonl"
+    log = a_session(path)
+    table = log.table()
+    assert table is not None
+    data = path.read_bytes()
+    changed = data.replace(b'"target_id":"e3"', b'"target_id":3333', 1)
+    assert changed != data and len(changed) == len(data)
+    path.write_bytes(changed)
+    restamp(path, table)
+    lazy = outcome(lambda: SessionLog(path).of_type("label"))
+    assert lazy[:2] == ("refused", "BadEntry") and "target_id" in lazy[2]
+    assert lazy == outcome(lambda: SessionLog(path, sidecar=False).of_type("label"))

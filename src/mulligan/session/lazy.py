@@ -4,7 +4,8 @@
 `mulligan.session.sidecar`); every answer then comes from the table and the few lines it
 points at, read through mmap and parsed once (kept). Anything the table cannot answer
 exactly -- the file changed in a way the sidecar does not describe, a walk through a parent
-the table cannot follow, a line whose id or parent is not what the table says -- raises
+the table cannot follow, a line whose id or parent is not what the table says, or that the
+full read would refuse -- raises
 `Stale`, and the log reads the file whole instead, where every refusal is made by name. So a
 lazy answer is always the answer of the full read, or no answer.
 """
@@ -19,8 +20,8 @@ import orjson
 
 from mulligan.session.errors import UnknownEntry
 from mulligan.session.sidecar import ROOT, Table, file_state, load
-from mulligan.session.storage import FileStorage
-from mulligan.session.tree import Entry
+from mulligan.session.storage import FileStorage, read_at
+from mulligan.session.tree import Entry, entry_problem
 
 
 class Stale(Exception):
@@ -60,6 +61,24 @@ class LazyFile:
                 old.count and newer.ends[old.count - 1] != old.ends[-1]):
             raise Stale  # not the file read so far, grown by appends: start again
         self.table = newer
+
+    def check_last(self, fd: int) -> None:
+        """Stale unless the file's real last line (read now from `fd`, whose lock the caller
+        holds) is the one line the table says it is: one JSON object, id "e" + the count,
+        the parent the table gives. An append takes its id from this, never from the table
+        alone (a forged table describing one line fewer would make it write a duplicate)."""
+        table = self.table
+        if not table.count:
+            raise Stale
+        at = table.count - 1
+        start = table.start(at)
+        raw = read_at(fd, start, table.ends[at] - start)
+        if raw[-1:] != b"\n" or len(raw) != table.ends[at] - start:
+            raise Stale
+        try:
+            self.parsed[at] = self._checked(at, orjson.loads(raw[:-1]))
+        except (orjson.JSONDecodeError, ValueError, OverflowError):
+            raise Stale from None
 
     # ---- questions --------------------------------------------------------------------
 
@@ -105,14 +124,21 @@ class LazyFile:
                 raise Stale
             with mmap.mmap(fd, table.ends[-1], prot=mmap.PROT_READ) as view:
                 for at in positions:
-                    entry = loads(view[table.start(at):table.ends[at] - 1])
-                    if type(entry) is not dict or entry.get("id") != f"e{at + 1}":
-                        raise Stale
-                    up = table.parents[at]
-                    if entry.get("parent_id", 0) != (None if up == ROOT else f"e{up + 1}"):
-                        raise Stale
-                    self.parsed[at] = entry
+                    self.parsed[at] = self._checked(
+                        at, loads(view[table.start(at):table.ends[at] - 1]))
         except (orjson.JSONDecodeError, ValueError, OverflowError, OSError):
             raise Stale from None
         finally:
             os.close(fd)
+
+    def _checked(self, at: int, entry: Any) -> Entry:
+        """`entry`, parsed from line `at`, if it is what the table says (its id, its parent)
+        and what the full read accepts (`entry_problem`); else Stale."""
+        if type(entry) is not dict or entry.get("id") != f"e{at + 1}":
+            raise Stale
+        up = self.table.parents[at]
+        if entry.get("parent_id", 0) != (None if up == ROOT else f"e{up + 1}"):
+            raise Stale
+        if entry_problem(entry) is not None:
+            raise Stale
+        return entry

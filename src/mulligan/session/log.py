@@ -308,6 +308,7 @@ class SessionLog:
             before = os.fstat(writer.fd)
             try:
                 lazy.adopt(writer.fd, before)
+                lazy.check_last(writer.fd)  # the id comes from the file, not the table alone
             except Stale:
                 self._go_whole(keep_table=False)
                 return None

@@ -7,18 +7,21 @@ is -- 24 bytes a line. With it a log finds the lines on the path to the tip with
 the others (`path_from`), a listing counts entries and attempts and finds the few lines it
 shows (`positions_of`), and an append knows the next id.
 
-The sidecar holds a table on disk: a 64-byte header (magic, line count, the session file's
-device, inode, size and mtime_ns, a hash of its last line, a CRC of the records, a CRC of the
-header) and then the records, three int64 each. `load` trusts it only when every one of
-those matches the file as it is now, under the file's lock; anything else (missing, torn,
-stale, another file) is None, and the caller reads the file whole -- validating every line
-as always -- and writes a fresh one (`save`, atomically: a temp file renamed over). An append
-adds its record and rewrites the header (`append`), under the session file's exclusive
-lock, so file and sidecar move together; a writer that does not know the sidecar leaves it
-stale, and stale is noticed. What no stat shows -- an edit within the clock tick of the last
-append that keeps the size and the last line, the limit git's index has too -- is still
-caught on every line a lazy read parses (`mulligan.session.lazy` checks each line's id and
-parent against the table).
+The sidecar holds a table on disk: a 72-byte header (magic, line count, the session file's
+device, inode, size, mtime_ns and ctime_ns, a hash of its last line, a CRC of the records, a
+CRC of the header) and then the records, three int64 each. The ctime is what makes an edit
+with its mtime put back (`touch -d`, `os.utime`) visible: no user call can set it. `load`
+trusts it only when every one of those matches the file as it is now, under the file's
+lock; anything else (missing, torn, stale, another file) is None, and the caller reads the
+file whole -- validating every line as always -- and writes a fresh one (`save`,
+atomically: a temp file renamed over). An append adds its record and rewrites the header
+(`append`), under the session file's exclusive lock, so file and sidecar move together; a
+writer that does not know the sidecar leaves it stale, and stale is noticed. What no stat
+shows -- an edit within the clock tick of the last append that keeps the size and the last
+line, the limit git's index has too -- is still caught on every line a lazy read parses
+(`mulligan.session.lazy` checks each line's id and parent against the table, and the line
+as the full read checks it), and an append never takes its id from the table alone: it
+reads the real last line under the lock first.
 Only files whose ids are "e" + their line number (all Mulligan writes) get a table.
 """
 
@@ -33,10 +36,10 @@ from array import array
 from collections.abc import Sequence
 from typing import Any
 
-MAGIC = b"MULIDX1\n"
-# magic, count, dev, ino, size, mtime_ns, last-line hash, CRC of the records
-_HEAD = struct.Struct("<8sQQQQQ8sI")
-HEADER_SIZE = _HEAD.size + 4  # + crc32 of the rest: 64
+MAGIC = b"MULIDX2\n"  # 2: the header pins the ctime too
+# magic, count, dev, ino, size, mtime_ns, ctime_ns, last-line hash, CRC of the records
+_HEAD = struct.Struct("<8sQQQQQQ8sI")
+HEADER_SIZE = _HEAD.size + 4  # + crc32 of the rest: 72
 RECORD = 24  # end offset, parent line, (nearest message ancestor + 2) << 8 | kind
 _RECORD = struct.Struct("<qqq")
 ROOT, UNRESOLVED = -1, -2  # parent codes: a first entry; a parent the table cannot follow
@@ -65,17 +68,20 @@ def line_hash(line: bytes) -> bytes:
     return hashlib.blake2b(line, digest_size=8).digest()
 
 
-def file_state(stat: os.stat_result) -> tuple[int, int, int, int]:
-    return stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns
+State = tuple[int, int, int, int, int]  # dev, ino, size, mtime_ns, ctime_ns
+
+
+def file_state(stat: os.stat_result) -> State:
+    return stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns
 
 
 class Table:
     """The line table of one session file, and the file state it describes."""
 
     def __init__(self, ends: array[int], parents: array[int], marks: array[int],
-                 state: tuple[int, int, int, int], last: bytes, crc: int = 0) -> None:
+                 state: State, last: bytes, crc: int = 0) -> None:
         self.ends, self.parents, self.marks = ends, parents, marks
-        self.state = state  # (dev, ino, size, mtime_ns) of the file the table describes
+        self.state = state  # (dev, ino, size, mtime_ns, ctime_ns) of the file described
         self.last = last  # hash of the file's last line
         self.crc = crc  # CRC-32 of the records, as the sidecar holds them
 
@@ -142,8 +148,7 @@ class Table:
         return parent if self.marks[parent] & 0xFF in (1, 2) else (self.marks[parent] >> 8) - 2
 
     def header(self) -> bytes:
-        dev, ino, size, mtime = self.state
-        head = _HEAD.pack(MAGIC, self.count, dev, ino, size, mtime, self.last, self.crc)
+        head = _HEAD.pack(MAGIC, self.count, *self.state, self.last, self.crc)
         return head + struct.pack("<I", zlib.crc32(head))
 
     def records(self, first: int = 0) -> bytes:
@@ -154,7 +159,7 @@ class Table:
 
 
 def build(entries: Sequence[dict[str, Any]], ends: Sequence[int], ups: Sequence[int | None],
-          state: tuple[int, int, int, int], last_line: bytes) -> Table | None:
+          state: State, last_line: bytes) -> Table | None:
     """The table of a file just read whole (`ends[i]`: where line i ends; `ups[i]`: its
     parent's position when the read found it), or None when its ids are not "e" + line."""
     table = Table(array("q"), array("q"), array("q"), state, line_hash(last_line))
@@ -176,9 +181,9 @@ def load(session: str, fd: int, stat: os.stat_result) -> Table | None:
     (crc,) = struct.unpack_from("<I", data, _HEAD.size)
     if zlib.crc32(head) != crc:
         return None
-    magic, count, dev, ino, size, mtime, last, records_crc = _HEAD.unpack(head)
+    magic, count, dev, ino, size, mtime, ctime, last, records_crc = _HEAD.unpack(head)
     state = file_state(stat)
-    if magic != MAGIC or (dev, ino, size, mtime) != state or count == 0:
+    if magic != MAGIC or (dev, ino, size, mtime, ctime) != state or count == 0:
         return None
     body = data[HEADER_SIZE:HEADER_SIZE + count * RECORD]
     if len(body) != count * RECORD or zlib.crc32(body) != records_crc:
