@@ -106,7 +106,7 @@ def test_keep_mine_restores_the_rest_and_overwrite_keeps_a_safety_copy(tmp_path)
                 say("done"))
     list(c.run_prompt("write two"))
     (tmp_path / "work" / "a.txt").write_text("user edit\n")
-    done = c.back("e1", files="restore", keep_mine=True)
+    done = c.back("e1", files="keep-mine")
     assert done.kept == ["a.txt"] and done.restored == ["b.txt"]
     assert (tmp_path / "work" / "a.txt").read_text() == "user edit\n"
     assert not (tmp_path / "work" / "b.txt").exists()
@@ -203,7 +203,7 @@ def test_the_store_is_private_and_gc_frees_only_what_no_session_names(tmp_path):
     assert orphan.id not in keep
     trees, blobs, _ = store.gc(keep, grace=0)
     assert trees == 1 and blobs == 1
-    c.back("e1", files="restore", overwrite=True)  # what the session names still restores
+    c.back("e1", files="overwrite")  # what the session names still restores
     assert not (tmp_path / "work" / "a.txt").exists()
 
 

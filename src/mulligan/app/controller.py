@@ -25,12 +25,11 @@ from mulligan.app.exports.html import to_html
 from mulligan.app.exports.linear import to_markdown, write_linear, write_new
 from mulligan.app.models import model_label, model_parts
 from mulligan.app.permissions import MODES, Permissions
-from mulligan.app.rewind.back import Back, back_plan, go_back
+from mulligan.app.rewind.back import Back, Files, back_plan, go_back
 from mulligan.app.rewind.compaction import Compaction
 from mulligan.app.rewind.compaction import Settings as CompactionSettings
-from mulligan.app.rewind.summaries import summarize as make_summary
 from mulligan.app.sessions.catalog import SessionSummary, new_session_path
-from mulligan.app.sessions.stores import DatabaseSessions, FileSessions, session_bytes, short_name
+from mulligan.app.sessions.stores import FileSessions, Sessions, session_bytes, short_name
 from mulligan.app.usage import Usage, usage_of
 from mulligan.app.workspace.checkpoints import Checkpoints, Plan
 from mulligan.app.workspace.diffs import diff_span, snapshot_diff
@@ -40,7 +39,7 @@ from mulligan.prompts import system_prompt
 from mulligan.session import SessionLog, persist_to
 from mulligan.session.branches import message_of, user_messages_on_path
 from mulligan.session.log import timestamp
-from mulligan.session.storage import FileStorage, Releasable
+from mulligan.session.storage import Releasable
 from mulligan.session.tree import Entry
 from mulligan.tools import Tool
 from mulligan.wire import Event, Model
@@ -74,7 +73,7 @@ class Controller:
         checkpoints: Checkpoints | None = None, summarize_on_back: str = "ask",
         permissions: Permissions | None = None,
         compaction: CompactionSettings | None = None, compaction_model: Model | None = None,
-        sessions: FileSessions | DatabaseSessions | None = None,
+        sessions: Sessions | None = None,
     ) -> None:
         self.permissions = permissions
         self._compaction = compaction or CompactionSettings()
@@ -86,7 +85,7 @@ class Controller:
         self._redact, self._redact_text = redact, redact_text
         self.checkpoints = checkpoints
         self.home = Path(home)
-        self.place = sessions or FileSessions(self.home)
+        self.place: Sessions = sessions or FileSessions(self.home)
         self._prompt_file = system_prompt_file
         self._resolver = resolver
         self._log: SessionLog | None = None
@@ -114,9 +113,7 @@ class Controller:
     @property
     def session_file(self) -> Path | None:
         """The session's file; None for --no-session and for a database session."""
-        if self._log is None or not isinstance(self._log.storage, FileStorage):
-            return None
-        return Path(self._log.path)
+        return self._log.storage.file if self._log is not None else None
 
     @property
     def where(self) -> str | None:
@@ -177,7 +174,7 @@ class Controller:
         self.hold_lease()
         info: dict[str, Any] = {"cwd": str(self.cwd), "created": timestamp(),
                                 "model": model_label(self.model)}
-        if self.place.database is not None:
+        if self.place.shared:
             info["host"] = self.place.host
         if self._pending_name:
             info["name"] = self._pending_name
@@ -275,29 +272,23 @@ class Controller:
         entries = log.sketch()[0] if folded else self.entries()
         return entries, self.tip()
 
-    def back(self, entry_id: str, *, files: str | None = None, keep_mine: bool = False,
-             overwrite: bool = False, summarize: bool = False,
+    def back(self, entry_id: str, *, files: Files | None = None, summarize: bool = False,
              on_event: Callable[[dict[str, Any]], None] | None = None) -> Back:
         """Go back to `entry_id` (any entry, on this branch or another): the next message
-        follows it. Writes one branch line; `files` "restore" also puts the working folder
-        back as it was there ("keep": leaves it, and says so in the session); see
-        `app.back.go_back`. `summarize`: the current model summarises the attempt left
-        first (`app.summaries`; its events go to `on_event`), and the going back is a
-        branch_summary entry; `abort()` while it writes leaves a plain branch line. The
-        harness is rebuilt from the file."""
+        follows it. Writes one branch line; `files` says what happens to the working folder
+        (`app.rewind.back.Files`). `summarize`: the current model summarises the attempt left
+        first (its events go to `on_event`), and the going back is a branch_summary entry;
+        `abort()` while it writes leaves a plain branch line. The harness is rebuilt from the
+        file."""
         self._idle("/back")
         log = self._need_file("/back")
-        log.entry(entry_id)  # UnknownEntry before any model call
-        summary = None
-        if summarize:
-            self._summary_abort = threading.Event()
-            try:
-                summary = make_summary(log, entry_id, self.model, restored=files == "restore",
-                                       abort=self._summary_abort, on_event=on_event)
-            finally:
-                self._summary_abort = None
-        done = go_back(log, self.checkpoints, entry_id, files=files, keep_mine=keep_mine,
-                       overwrite=overwrite, summary=summary)
+        self._summary_abort = threading.Event()
+        try:
+            done = go_back(log, self.checkpoints, entry_id, files=files,
+                           summarize_with=self.model if summarize else None,
+                           abort=self._summary_abort, on_event=on_event)
+        finally:
+            self._summary_abort = None
         self._rebuild(log.replay())
         return done
 
@@ -341,15 +332,13 @@ class Controller:
         found = user_messages_on_path(on_branch, tip)
         return [(e["id"], str(e["message"].get("content", ""))) for e in reversed(found)]
 
-    def edit(self, entry_id: str | None = None, *, files: str | None = None,
-             keep_mine: bool = False, overwrite: bool = False,
+    def edit(self, entry_id: str | None = None, *, files: Files | None = None,
              summarize: bool = False) -> str:
         """Go back to just before your message `entry_id` (see `edit_target`) and return its
         text, to be edited and sent again; `files` and `summarize` as for `back`."""
         self._idle("/edit")
         parent, text = self.edit_target(entry_id)
-        self.back(parent, files=files, keep_mine=keep_mine, overwrite=overwrite,
-                  summarize=summarize)
+        self.back(parent, files=files, summarize=summarize)
         return text
 
     def diff(self, entry_id: str | None = None) -> list[str]:
@@ -400,8 +389,7 @@ class Controller:
         self._lease, self._log = new_lease, destination
         self._rebuild(self._log.replay())
         self._follow()
-        return Path(destination.path) if isinstance(destination.storage, FileStorage) \
-            else str(destination.path)
+        return destination.storage.file or str(destination.path)
 
     def export(self, kind: str, target: Path | None = None) -> Path:
         """Write the session out: `kind` "md" as Markdown (default `mulligan-<session>.md` in
@@ -520,5 +508,5 @@ def _kind_of(entry: Entry) -> str:
 def _same(log: SessionLog, other: Path | SessionLog) -> bool:
     if isinstance(other, SessionLog):
         return str(other.path) == str(log.path)
-    return isinstance(log.storage, FileStorage) and \
-        Path(other).resolve() == Path(log.path).resolve()
+    return log.storage.file is not None and \
+        Path(other).resolve() == log.storage.file.resolve()

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from mulligan.app import Controller, SessionSummary, model_label
-from mulligan.app.rewind.back import describe
+from mulligan.app.rewind.back import Files, describe
 from mulligan.brief import cut, message_line
 from mulligan.frontends.live import compaction_line
 from mulligan.frontends.slash import Outcome, command, help_lines
@@ -160,14 +160,14 @@ def finish_going_back(c: Controller, target: str, said: str, answer: str,
     letters = set(answer.replace(" ", ""))
     if not letters <= {"k", "s"} or ("s" in letters and c.summarize_on_back == "never"):
         return Outcome(["cancelled: nothing was changed"])
-    return _went_back(c, target, said, files="keep" if "k" in letters else "restore",
+    return _went_back(c, target, said, files="keep" if "k" in letters else "keep-mine",
                       summarize="s" in letters, on_event=on_event)
 
 
-def _went_back(c: Controller, target: str, said: str, *, files: str | None, summarize: bool,
+def _went_back(c: Controller, target: str, said: str, *, files: Files | None, summarize: bool,
                fill: str | None = None,
                on_event: Callable[[dict[str, Any]], None] | None = None) -> Outcome:
-    done = c.back(target, files=files, keep_mine=True, summarize=summarize, on_event=on_event)
+    done = c.back(target, files=files, summarize=summarize, on_event=on_event)
     if summarize and done.summary is None:
         said += " (the summary was aborted: a plain branch line instead)"
     return Outcome([said, *describe(done)[1:]], fill=fill)
@@ -227,7 +227,7 @@ def _resume(c: Controller, args: list[str], width: int) -> Outcome:
 def resume_to(c: Controller, target: str) -> Outcome:
     """The /resume picker's choice (or argument): carry on in session `target` (a file, or
     with a database store, a session id there)."""
-    if c.place.database is None and not Path(target).is_file():
+    if not c.place.shared and not Path(target).is_file():
         return Outcome([f"/resume: no session file {target}"], error=True)
     try:
         log = c.place.named(target, c.cwd)

@@ -12,7 +12,7 @@ import os
 import signal
 import sys
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from mulligan.app import find_session_file, resolve
 from mulligan.app.sessions.catalog import new_session_path
@@ -23,6 +23,9 @@ from mulligan.modes.common import (
     sessions_of,
     working_folder,
 )
+
+if TYPE_CHECKING:
+    from mulligan.app.rewind.back import Files
 
 
 def sessions_ls(args: argparse.Namespace, out: TextIO) -> int:
@@ -66,7 +69,6 @@ def sessions_tree(args: argparse.Namespace, out: TextIO) -> int:
     circle's entries too, marked), and then a walk problem is named and the exit is 1."""
     from mulligan.frontends.tree import render_tree
     from mulligan.session import maintenance
-    from mulligan.session.storage import FileStorage
 
     log = open_named(args)
     leaf = args.leaf if getattr(args, "leaf", None) else log.tip()
@@ -79,10 +81,10 @@ def sessions_tree(args: argparse.Namespace, out: TextIO) -> int:
         print(line, file=out)
     if sketched:
         return 0
-    if not isinstance(log.storage, FileStorage):
+    file = log.storage.file
+    if file is None:
         log.branch(leaf)  # a database session: the walk is the check
         return 0
-    file = Path(log.path)
     report = maintenance.check(file)
     if report.problems:
         out.flush()
@@ -188,10 +190,11 @@ def sessions_back(args: argparse.Namespace, out: TextIO) -> int:
                 raise UsageError(f"{file}: the session's working folder {folder} is not "
                                  "here; --files cannot restore it")
             checkpoints = checkpoints_for(load_config(home), home, folder)
+        files: Files | None = None if not args.files else "overwrite" if args.overwrite \
+            else "keep-mine" if args.keep_mine else "restore"
         log.entry(args.id)  # UnknownEntry before any model call
-        summary = summarize_for_back(args, log, home) if args.summarize else None
-        done = go_back(log, checkpoints, args.id, files="restore" if args.files else None,
-                       keep_mine=args.keep_mine, overwrite=args.overwrite, summary=summary)
+        done = back_summarised(args, log, home, checkpoints, files) if args.summarize else \
+            go_back(log, checkpoints, args.id, files=files)
     finally:
         lease.release()
     for line in describe(done):
@@ -202,12 +205,13 @@ def sessions_back(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
-def summarize_for_back(args: argparse.Namespace, log: Any, home: Path) -> Any:
-    """The summary `sessions back --summarize` writes; None if Ctrl-C aborted it (then the
-    going back is a plain branch line)."""
+def back_summarised(args: argparse.Namespace, log: Any, home: Path, checkpoints: Any,
+                    files: Files | None) -> Any:
+    """`sessions back --summarize`: the going back, the attempt left summarised first by
+    --model (Ctrl-C meanwhile: a plain branch line instead)."""
     import threading
 
-    from mulligan.app.rewind.summaries import summarize
+    from mulligan.app.rewind.back import go_back
 
     model = resolve(args.back_model, base_url=None, home=home, err=sys.stderr)
     abort = threading.Event()
@@ -215,7 +219,8 @@ def summarize_for_back(args: argparse.Namespace, log: Any, home: Path) -> Any:
     try:
         print("summarising the attempt left... (Ctrl-C: a plain branch line instead)",
               file=sys.stderr)
-        return summarize(log, args.id, model, restored=bool(args.files), abort=abort)
+        return go_back(log, checkpoints, args.id, files=files, summarize_with=model,
+                       abort=abort)
     finally:
         signal.signal(signal.SIGINT, previous)
 
@@ -244,15 +249,11 @@ def gc(args: argparse.Namespace, out: TextIO) -> int:
     """`mulligan gc`: free the snapshots and file copies no session refers to -- no session
     file, and with a database store no session in that database (unreachable: nothing is
     freed, the command fails)."""
-    from mulligan.app.sessions.catalog import referenced_snapshots, snapshot_ids
     from mulligan.app.workspace.snapshots import Store
 
     home = home_of()
     store = Store(home)
-    keep = referenced_snapshots(home)
-    database = sessions_of(home).database
-    if database is not None:
-        keep = keep.union(*map(snapshot_ids, database.workspaces()))
+    keep = sessions_of(home).referenced()
     trees, blobs, freed = store.gc(keep)
     print(f"freed {trees} snapshot(s) and {blobs} file copies, {freed / 1e6:.1f} MB; the "
           f"store holds {store.size() / 1e6:.1f} MB in {store.root}", file=out)
@@ -275,7 +276,7 @@ def sessions_push(args: argparse.Namespace, out: TextIO) -> int:
 
     home = home_of()
     sessions = sessions_of(home)
-    if sessions.database is None:
+    if not sessions.can_push:
         raise UsageError("sessions push needs a database store: set MULLIGAN_STORE (or store "
                          "in config.toml) to a postgresql:// URL")
     file = find_session_file(args.file, home, working_folder(args))
@@ -291,9 +292,9 @@ def sessions_push(args: argparse.Namespace, out: TextIO) -> int:
     names = [e["name"] for e in entries if e.get("type") == "session_info" and e.get("name")]
     folder = session_folder(entries)
     lines = data.split(b"\n")[:-1]
-    session_id = sessions.database.push(lines, cwd=str(folder) if folder else None,
-                                        name=names[-1] if names else None, host=sessions.host)
-    print(f"pushed {file} ({len(lines)} entries) to {sessions.database.name}; continue it "
+    session_id = sessions.push(lines, cwd=str(folder) if folder else None,
+                               name=names[-1] if names else None)
+    print(f"pushed {file} ({len(lines)} entries) to {sessions.name}; continue it "
           f"with: mulligan --session {session_id}", file=out)
     print(session_id, file=out)
     return 0
@@ -309,7 +310,7 @@ def sessions_pull(args: argparse.Namespace, out: TextIO) -> int:
     from mulligan.app.sessions.stores import session_bytes
 
     sessions = sessions_of(home_of())
-    if sessions.database is None:
+    if not sessions.shared:
         raise UsageError("sessions pull needs a database store: set MULLIGAN_STORE (or store "
                          "in config.toml) to a postgresql:// URL")
     log = sessions.named(args.id, working_folder(args))

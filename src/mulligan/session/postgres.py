@@ -33,6 +33,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -255,6 +256,8 @@ class PostgresStorage:
         self.database = database
         self.session_id = session_id
         self.name = f"{database.name} session {session_id}"
+        self.file: Path | None = None
+        self.short = session_id
         self._conn: psycopg.Connection[Any] | None = None
         self._seq = 0
         self._exists = False
@@ -266,6 +269,9 @@ class PostgresStorage:
 
     def forget(self) -> None:
         self._seq = 0
+
+    def whole(self) -> bytes:
+        return self.database.pull(self.session_id)
 
     def exists(self) -> bool:
         """Once true, true for good (nothing is deleted). Asked on the catalog's connection,

@@ -49,9 +49,15 @@ class Storage(Protocol):
     when there is no session yet and `create` is false. A line written is durable before the
     context exits normally; if it raises, the line may or may not be there (the log forgets
     and re-reads). exists(): the session has at least one line (a cheap check).
-    lease(): the one-live-writer lease (LeaseHeld naming the holder)."""
+    lease(): the one-live-writer lease (LeaseHeld naming the holder).
+    file: the session's file, None when it is not one (a database session); short: a short
+    name for people (a file's stem, a database id); whole(): every line exactly as stored."""
 
     name: str
+    file: Path | None
+    short: str
+
+    def whole(self) -> bytes: ...
 
     def fetch(self) -> tuple[bool, bytes | Iterator[bytes]]: ...
     def accept(self, data: bytes, used: int) -> None: ...
@@ -94,6 +100,8 @@ class FileStorage:
 
     def __init__(self, path: str | os.PathLike[str], *, fsync: bool = True) -> None:
         self.name = os.fspath(path)
+        self.file: Path | None = Path(self.name)
+        self.short = Path(self.name).stem
         self.fsync = fsync
         self.stat: os.stat_result | None = None  # the file as the last fetch found it
         self.forget()
@@ -102,6 +110,9 @@ class FileStorage:
         self._ident: tuple[int, int] | None = None
         self._size = 0  # bytes accepted, always at the end of a complete line
         self._tail = b""  # the last bytes of the last accepted line, newline included
+
+    def whole(self) -> bytes:
+        return Path(self.name).read_bytes()
 
     def exists(self) -> bool:
         try:

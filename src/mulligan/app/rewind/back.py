@@ -3,24 +3,34 @@ back as it was at the entry gone to, recorded as a workspace_restore entry.
 
 In: a session's log, its checkpoints (or None), the entry to go to (on this branch or any
 other: going forward to an abandoned attempt brings its files back), and what to do with the
-files: "restore" them, "keep" them as they are, or None (the session has no checkpoints, or
-the caller does not care). Out: a `Back` saying what was done. Order of work, so that a kill
-at any moment loses nothing and a second run finishes the job: the files first (every one as
-it was, or as the target has it), then the branch line, then the workspace_restore entry.
+files (`Files`): "restore" them (refused when the user changed one), "keep-mine" (restore,
+keeping the files the user changed as they are), "overwrite" (restore everything, a copy of
+what is replaced kept), "keep" them all as they are, or None (the session has no checkpoints,
+or the caller does not care); and, optionally, the model that summarises the attempt left.
+Out: a `Back` saying what was done. Order of work, so that a kill at any moment loses
+nothing and a second run finishes the job: the files first (every one as it was, or as the
+target has it), then the branch line, then the workspace_restore entry.
 A refused restore (`RestoreRefused`) changes neither the folder nor the session file.
 """
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from mulligan.app.rewind.summaries import Summary
+from mulligan.app.rewind.summaries import Summary, summarize
 from mulligan.app.workspace.checkpoints import Checkpoints, Plan, apply, owners, plan
 from mulligan.session import SessionLog
+from mulligan.wire import Model
 
-__all__ = ["Back", "back_plan", "describe", "go_back"]
+__all__ = ["FILES", "Back", "Files", "back_plan", "describe", "go_back"]
+
+# What to do with the working folder when going back (see the module docstring).
+Files = Literal["restore", "keep-mine", "overwrite", "keep"]
+FILES: tuple[Files, ...] = ("restore", "keep-mine", "overwrite", "keep")
 
 
 @dataclass
@@ -51,12 +61,26 @@ def back_plan(log: SessionLog, checkpoints: Checkpoints | None, entry_id: str) -
 
 
 def go_back(log: SessionLog, checkpoints: Checkpoints | None, entry_id: str, *,
-            files: str | None = None, keep_mine: bool = False, overwrite: bool = False,
-            summary: Summary | None = None) -> Back:
-    """Go back to `entry_id` (see the module docstring). `files` "restore" puts the folder
-    back (RestoreRefused on a conflict unless `keep_mine` or `overwrite`); "keep" leaves it
-    as it is and records that the files were kept. With `summary`, the going back is one
-    branch_summary entry instead of a plain branch line."""
+            files: Files | None = None, summarize_with: Model | None = None,
+            abort: threading.Event | None = None,
+            on_event: Callable[[dict[str, Any]], None] | None = None) -> Back:
+    """Go back to `entry_id` (see the module docstring): the one workflow the REPL and
+    `mulligan sessions back` share. With `summarize_with`, that model first summarises the
+    attempt left (`app.rewind.summaries`; its events go to `on_event`; `abort` set meanwhile
+    leaves a plain branch line) and the going back is one branch_summary entry. An unknown
+    `entry_id` is refused (UnknownEntry) before any model call; a refused restore
+    (RestoreRefused) changes nothing."""
+    log.entry(entry_id)
+    summary = None
+    if summarize_with is not None:
+        summary = summarize(log, entry_id, summarize_with,
+                            restored=files in ("restore", "keep-mine", "overwrite"),
+                            abort=abort, on_event=on_event)
+    return _go_back(log, checkpoints, entry_id, files, summary)
+
+
+def _go_back(log: SessionLog, checkpoints: Checkpoints | None, entry_id: str,
+             files: Files | None, summary: Summary | None) -> Back:
     old_tip = log.tip()
 
     def branch() -> str:
@@ -65,7 +89,7 @@ def go_back(log: SessionLog, checkpoints: Checkpoints | None, entry_id: str, *,
         return log.branch_summary_to(entry_id, from_id=str(old_tip), summary=summary.text,
                                      details={**summary.details, "fallback": summary.fallback})
 
-    chosen = back_plan(log, checkpoints, entry_id) if files in ("restore", "keep") else None
+    chosen = back_plan(log, checkpoints, entry_id) if files is not None else None
     if chosen is None or checkpoints is None:
         done = Back(branch(), summary=summary)
         if checkpoints is not None:
@@ -84,8 +108,8 @@ def go_back(log: SessionLog, checkpoints: Checkpoints | None, entry_id: str, *,
         log.append_entry("workspace_restore", target_entry=entry_id, chose="keep", **meta)
         return Back(branch_id, kept=kept, not_restorable=chosen.not_restorable,
                     safety=after.id, summary=summary)
-    restored = apply(checkpoints.store, checkpoints.root, chosen, keep_mine=keep_mine,
-                     overwrite=overwrite)
+    restored = apply(checkpoints.store, checkpoints.root, chosen,
+                     keep_mine=files == "keep-mine", overwrite=files == "overwrite")
     branch_id = branch()
     log.append_entry("workspace_restore", target_entry=entry_id, chose="restore",
                      **checkpoints.restored(restored, chosen.target_owners))

@@ -19,7 +19,7 @@ import os
 import socket
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from mulligan.app.sessions.catalog import (
     SessionSummary,
@@ -52,8 +52,37 @@ def store_url(config: Mapping[str, Any], environ: Mapping[str, str]) -> str | No
     return value
 
 
+class Sessions(Protocol):
+    """Where this machine's sessions live. Everything a caller needs is here, so no caller
+    asks which store it has.
+
+    `shared`: several machines use this store (a session records the host it was worked on);
+    `name`: what names the store in messages; `host`: this machine. `new`, `newest`, `named`,
+    `listing`: hand out `SessionLog`s and summaries (a session *file* named is always that
+    file). `folder_notice(log, cwd)`: WrongFolder, or what to tell the user about a session
+    carried on here from another machine, or None. `folder_of(log, entries)`: the session's
+    working folder on this machine. `push(lines, cwd, name)` -> the new session's id, and
+    `referenced()` -> the snapshot ids the store's sessions name (for gc): a store that cannot
+    take pushes (`can_push` false) raises ValueError saying so."""
+
+    home: Path
+    host: str
+    name: str
+    shared: bool
+    can_push: bool
+
+    def new(self, cwd: Path) -> SessionLog: ...
+    def newest(self, cwd: Path) -> SessionLog | None: ...
+    def named(self, name: str, cwd: Path) -> SessionLog: ...
+    def listing(self, cwd: Path | None) -> list[SessionSummary]: ...
+    def folder_notice(self, log: SessionLog, cwd: Path) -> str | None: ...
+    def folder_of(self, log: SessionLog, entries: list[dict[str, Any]]) -> Path | None: ...
+    def push(self, lines: list[bytes], *, cwd: str | None, name: str | None) -> str: ...
+    def referenced(self) -> set[str]: ...
+
+
 def sessions_for(home: Path, config: Mapping[str, Any],
-                 environ: Mapping[str, str] = os.environ) -> FileSessions | DatabaseSessions:
+                 environ: Mapping[str, str] = os.environ) -> Sessions:
     url = store_url(config, environ)
     return DatabaseSessions(url, home) if url is not None else FileSessions(home)
 
@@ -61,11 +90,22 @@ def sessions_for(home: Path, config: Mapping[str, Any],
 class FileSessions:
     """Session files under MULLIGAN_HOME/sessions (see `mulligan.app.sessions.catalog`)."""
 
-    database: Database | None = None
+    shared = False
+    can_push = False
 
     def __init__(self, home: Path) -> None:
         self.home = Path(home)
         self.host = socket.gethostname()
+        self.name = str(self.home / "sessions")
+
+    def push(self, lines: list[bytes], *, cwd: str | None, name: str | None) -> str:
+        raise ValueError("sessions push needs a database store: set MULLIGAN_STORE (or store "
+                         "in config.toml) to a postgresql:// URL")
+
+    def referenced(self) -> set[str]:
+        from mulligan.app.sessions.catalog import referenced_snapshots
+
+        return referenced_snapshots(self.home)
 
     def new(self, cwd: Path) -> SessionLog:
         return SessionLog(new_session_path(self.home, cwd))
@@ -92,12 +132,27 @@ class FileSessions:
 class DatabaseSessions:
     """Sessions in one PostgreSQL database (`mulligan.session.postgres.Database`)."""
 
+    shared = True
+    can_push = True
+
     def __init__(self, url: str, home: Path) -> None:
         from mulligan.session.postgres import Database  # psycopg only when a database is used
 
         self.home = Path(home)
         self.database: Database = Database(url)
         self.host = socket.gethostname()
+        self.name = self.database.name
+
+    def push(self, lines: list[bytes], *, cwd: str | None, name: str | None) -> str:
+        return self.database.push(lines, cwd=cwd, name=name, host=self.host)
+
+    def referenced(self) -> set[str]:
+        """The snapshots this machine's session files name, and every database session's
+        (an unreachable database raises: nothing may be freed then)."""
+        from mulligan.app.sessions.catalog import referenced_snapshots, snapshot_ids
+
+        return referenced_snapshots(self.home).union(
+            *map(snapshot_ids, self.database.workspaces()))
 
     def new(self, cwd: Path) -> SessionLog:
         from mulligan.session.postgres import new_session_id
@@ -143,20 +198,17 @@ class DatabaseSessions:
         """The working folder the session belongs to on this machine: for a database
         session, the one recorded for this host (its first session_info names the folder
         of the machine it started on)."""
-        session_id = getattr(log.storage, "session_id", None)
-        mine = self.database.folder(session_id, self.host) if isinstance(session_id, str) \
-            else None
+        mine = self.database.folder(log.storage.short, self.host) \
+            if log.storage.file is None else None
         return Path(mine) if mine is not None else session_folder(entries)
 
     def folder_notice(self, log: SessionLog, cwd: Path) -> str | None:
         """For a database session: WrongFolder if this host has it in another folder; a
         notice (and the folder recorded) if this host has never had it; else None."""
-        from mulligan.session.postgres import PostgresStorage
-
         storage = log.storage
-        if not isinstance(storage, PostgresStorage) or not storage.exists():
+        if storage.file is not None or not storage.exists():
             return None
-        session_id = storage.session_id
+        session_id = storage.short
         mine = self.database.folder(session_id, self.host)
         if mine is not None and Path(mine) != cwd:
             raise WrongFolder(f"session {session_id} works in {mine} on this machine "
@@ -176,7 +228,7 @@ class DatabaseSessions:
 
 
 def choose_session(
-    sessions: FileSessions | DatabaseSessions, cwd: Path, *, no_session: bool = False,
+    sessions: Sessions, cwd: Path, *, no_session: bool = False,
     session: str | None = None, continue_: bool = False,
     pick: Callable[[list[SessionSummary]], str | None] | None = None,
 ) -> SessionLog | None:
@@ -193,7 +245,7 @@ def choose_session(
         given = Path(session).expanduser().resolve()
         if given.is_dir():
             raise IsADirectoryError(f"--session {given}: is a folder, not a session file")
-        if isinstance(sessions, DatabaseSessions) and not given.exists() and "/" not in session:
+        if sessions.shared and not given.exists() and "/" not in session:
             return sessions.named(session, cwd)
         return SessionLog(given)
     if continue_:
@@ -211,17 +263,9 @@ def choose_session(
 
 def session_bytes(log: SessionLog) -> bytes:
     """The session's lines exactly as stored: the file's bytes, or the database's lines."""
-    from mulligan.session.storage import FileStorage
-
-    if isinstance(log.storage, FileStorage):
-        return Path(log.path).read_bytes()
-    from mulligan.session.postgres import PostgresStorage
-
-    assert isinstance(log.storage, PostgresStorage)
-    return log.storage.database.pull(log.storage.session_id)
+    return log.storage.whole()
 
 
 def short_name(log: SessionLog) -> str:
     """A session's short name: its file's stem, or its database id."""
-    session_id = getattr(log.storage, "session_id", None)
-    return session_id if isinstance(session_id, str) else Path(log.path).stem
+    return log.storage.short
