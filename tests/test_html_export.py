@@ -133,3 +133,45 @@ def test_the_embedded_session_file_round_trips(exported, browser):
     text = page.evaluate("window.mulliganSessionText()")
     assert text == exported[1].read_text()
     assert len(SessionLog(exported[1]).entries()) == len(text.splitlines())
+
+
+def export_of(tmp_path: Path, lines: list[dict]) -> Path:
+    """`lines` written as a session file (by hand, as a hostile one would be), exported."""
+    session, page = tmp_path / "crafted.jsonl", tmp_path / "crafted.html"
+    session.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    subprocess.run([PYTHON, "-m", "mulligan", "sessions", "export", str(session), "--format",
+                    "html", "-o", str(page)], cwd=tmp_path, check=True, capture_output=True,
+                   env={**os.environ, "MULLIGAN_HOME": str(tmp_path / "home")})
+    return page
+
+
+def test_slot_names_and_quotes_in_a_crafted_session_inject_nothing(tmp_path, browser):
+    # An id holding a slot name: were the template filled slot after slot, "__DATA__" in an
+    # attribute would become the tree's JSON, whose quotes end the attribute and turn the
+    # next id into event handlers.
+    evil = " autofocus onfocus=window.pwned=1 x"
+    page_file = export_of(tmp_path, [
+        {"type": "session_info", "id": "e1", "parent_id": None, "timestamp": "t"},
+        {"type": "message", "id": "x__DATA__", "parent_id": "e1", "timestamp": "t",
+         "message": {"role": "user", "content": "say `__DATA__`, `__JSONL__`, `__TREE__`"}},
+        {"type": "message", "id": evil, "parent_id": "x__DATA__", "timestamp": "t",
+         "message": {"role": "user", "content": 'a "quoted" id'}},
+    ])
+    page, errors = opened(browser, page_file)
+    for link in page.query_selector_all("nav a[data-id]"):
+        link.click()
+    assert page.evaluate("window.pwned") is None
+    assert "say __DATA__, __JSONL__, __TREE__" in page.text_content("main")
+    assert page.get_attribute("nav a.tip", "data-id") == evil  # the id is an id, whole
+    assert errors == []
+
+
+def test_the_pages_policy_runs_its_own_script_and_no_inline_handler(exported, browser):
+    page, errors = opened(browser, exported[0])
+    assert page.is_visible("#e9") and not page.is_visible("#e5")  # its script ran
+    page.evaluate("""() => { const probe = document.createElement("button");
+        probe.id = "probe"; probe.textContent = "probe";
+        probe.setAttribute("onclick", "window.pwned = 1"); document.body.append(probe); }""")
+    page.click("#probe")
+    assert page.evaluate("window.pwned") is None
+    assert "unsafe-inline'; img" not in exported[0].read_text()

@@ -5,7 +5,9 @@ shape of /tree, the branch through any entry on a click, a search box, a link pe
 In: every entry of a session, its tip, the session file's bytes, and optionally the system
 prompt and the snapshot store (for the file changes of each tool call, as capped diffs).
 Out: one string of HTML with its styles and script inline and nothing to fetch: a Content
-Security Policy forbids any network use. Every piece of content is escaped -- messages are
+Security Policy forbids any network use and lets only the page's own script run (by its hash:
+no other inline script, no inline event handler). The template is filled in one pass, so
+content holding a slot's name (`__DATA__`) is text, never a slot. Every piece of content is escaped -- messages are
 rendered as Markdown by markdown-it-py with raw HTML off, so a message holding `<script>` or
 `onerror=` is shown, never run -- and known key values are redacted (`redact`), in the page
 and in the embedded file. Never reads or writes a file.
@@ -14,8 +16,11 @@ and in the embedded file. Never reads or writes a file.
 from __future__ import annotations
 
 import base64
+import functools
+import hashlib
 import html
 import json
+import re
 from collections.abc import Callable, Mapping, Sequence
 from importlib import resources
 from typing import Any
@@ -47,7 +52,6 @@ def to_html(entries: Sequence[Entry], tip: str | None, *, title: str, session: b
     parents = {e["id"]: e.get("parent_id") for e in entries if e.get("type") != "label"}
     shown_tip = _shown_tip(entries, tip)
     data = {"parents": parents, "order": attempts, "tip": shown_tip}
-    page = resources.files("mulligan.app.exports").joinpath("html_template.html").read_text("utf-8")
     parts = {
         "__TITLE__": _e(title),
         "__META__": _e(meta) + f" · {len(entries)} entries",
@@ -60,9 +64,25 @@ def to_html(entries: Sequence[Entry], tip: str | None, *, title: str, session: b
         "__JSONL__": base64.b64encode(redact(session.decode("utf-8", "replace")).encode())
         .decode(),
     }
-    for key, value in parts.items():
-        page = page.replace(key, value)
-    return redact(page)
+    template, script_hash = _template()
+    # One pass over the template: what a slot is filled with is never searched for slots
+    # again, so content holding "__DATA__" stays text. Keys are redacted in each piece of
+    # content, never in the template (the script must stay the script its hash names).
+    return _SLOT.sub(lambda slot: script_hash if slot[0] == "__SCRIPTHASH__" else
+                     redact(parts[slot[0]]), template)
+
+
+_SLOT = re.compile(r"__[A-Z]+__")
+
+
+@functools.cache
+def _template() -> tuple[str, str]:
+    """The page's template and the CSP hash of its one inline script: the policy allows that
+    script and nothing else -- no other inline script, no inline event handler (`onfocus=`)."""
+    page = resources.files("mulligan.app.exports").joinpath("html_template.html").read_text("utf-8")
+    (script,) = re.findall(r"<script>(.*?)</script>", page, flags=re.DOTALL)
+    digest = base64.b64encode(hashlib.sha256(script.encode()).digest()).decode()
+    return page, digest
 
 
 def _e(text: Any) -> str:
