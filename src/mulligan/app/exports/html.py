@@ -8,9 +8,9 @@ Out: one string of HTML with its styles and script inline and nothing to fetch: 
 Security Policy forbids any network use and lets only the page's own script run (by its hash:
 no other inline script, no inline event handler). The template is filled in one pass, so
 content holding a slot's name (`__DATA__`) is text, never a slot. Every piece of content is
-escaped -- messages are rendered as Markdown by markdown-it-py with raw HTML off, so a message holding `<script>` or
-`onerror=` is shown, never run -- and known key values are redacted (`redact`), in the page
-and in the embedded file. Never reads or writes a file.
+escaped -- messages are rendered as Markdown by markdown-it-py with raw HTML off, so a message
+holding `<script>` or `onerror=` is shown, never run -- and known key values are redacted
+(`redact`), in the page and in the embedded file. Never reads or writes a file.
 """
 
 from __future__ import annotations
