@@ -230,7 +230,9 @@ def test_an_overloaded_error_event_before_any_content_is_retried(serve: Any) -> 
     server = serve(early, wire.text_reply("ok"))
     deltas, message = run(model(server), [user("Hi")])
     assert message["content"] == [{"type": "text", "text": "ok"}]
-    assert deltas == [{"type": "text", "delta": "ok"}]
+    assert deltas == [{"type": "retry", "reason": "overloaded_error: Overloaded", "attempt": 2,
+                       "of": 3, "delay": 0.5},
+                      {"type": "text", "delta": "ok"}]
     assert len(server.requests) == 2
 
 

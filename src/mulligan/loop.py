@@ -50,7 +50,7 @@ from mulligan.messages import (
     user_message,
 )
 from mulligan.tools import Tool, run_tool, tool_specs
-from mulligan.wire import Done, Event, MessageEnd, Model, StreamDelta, ToolSpec
+from mulligan.wire import Done, Event, MessageEnd, Model, RetryDelta, StreamDelta, ToolSpec
 
 __all__ = ["ABORTED", "INTERRUPTED", "Compactor", "Event", "context_for_model", "is_overflow",
            "repair_tool_history", "run_agent"]
@@ -271,6 +271,11 @@ def _reply(
         for delta in deltas:
             if delta["type"] == "done":
                 return _checked(cast(Done, delta)["message"])
+            if delta["type"] == "retry":  # not content: the wait, made visible
+                wait = cast(RetryDelta, delta)
+                yield {"type": "retry", "reason": wait["reason"], "attempt": wait["attempt"],
+                       "of": wait["of"], "delay": wait["delay"]}
+                continue
             partial.add(delta)
             yield {"type": "message_update", "message": partial.snapshot(), "delta": delta}
     except Exception as exc:  # as above; the words that had arrived are kept

@@ -53,7 +53,20 @@ class Done(TypedDict):
     message: AssistantMessage
 
 
-StreamDelta = TextDelta | ThinkingDelta | ToolCallDelta | Done
+class RetryDelta(TypedDict):
+    """Not content: the provider is about to wait `delay` seconds and try again, because of
+    `reason` ("429 rate_limit_error: ...", "the server sent nothing for 30 s"). `attempt` is
+    the attempt about to be made (2 for the first retry), `of` the most there will be. Only
+    sent while nothing of the reply has streamed."""
+
+    type: Literal["retry"]
+    reason: str
+    attempt: int
+    of: int
+    delay: float
+
+
+StreamDelta = TextDelta | ThinkingDelta | ToolCallDelta | RetryDelta | Done
 
 
 @runtime_checkable
@@ -127,6 +140,17 @@ class ToolExecutionEnd(TypedDict):
     is_error: bool
 
 
+class Retry(TypedDict):
+    """A model call is waiting to try again (see `RetryDelta`: the same keys); it comes between
+    message_start and message_end and stands alone, not in a pair."""
+
+    type: Literal["retry"]
+    reason: str
+    attempt: int
+    of: int
+    delay: float
+
+
 class CompactionStart(TypedDict):
     """Compaction began: `reason` "threshold" (the context neared the window), "overflow"
     (the provider refused it as too long) or "manual" (/compact)."""
@@ -148,4 +172,5 @@ class CompactionEnd(TypedDict):
 
 
 Event = (AgentStart | AgentEnd | TurnStart | TurnEnd | MessageStart | MessageUpdate
-         | MessageEnd | ToolExecutionStart | ToolExecutionEnd | CompactionStart | CompactionEnd)
+         | MessageEnd | ToolExecutionStart | ToolExecutionEnd | Retry | CompactionStart
+         | CompactionEnd)

@@ -310,7 +310,7 @@ def describe_error(exc: BaseException) -> Failure:
         label = f"{exc.status_code} {error_type}" if error_type else str(exc.status_code)
         return Failure(f"{label}: {text}", retryable, parse_retry_after(headers))
     if isinstance(exc, (anthropic.APITimeoutError, httpx2.TimeoutException)):
-        return Failure("timed out waiting for the server", retryable=True)
+        return Failure("timed out waiting for the server", retryable=True, stall=True)
     if isinstance(exc, anthropic.APIConnectionError):
         cause = exc.__cause__ or exc.__context__
         return Failure(f"connection failed: {cause or exc}", retryable=True)

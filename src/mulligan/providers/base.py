@@ -9,6 +9,7 @@ from __future__ import annotations
 from mulligan.wire import (
     Done,
     Model,
+    RetryDelta,
     StreamDelta,
     StreamingModel,
     TextDelta,
@@ -17,5 +18,5 @@ from mulligan.wire import (
     ToolSpec,
 )
 
-__all__ = ["Done", "Model", "StreamDelta", "StreamingModel", "TextDelta", "ThinkingDelta",
-           "ToolCallDelta", "ToolSpec"]
+__all__ = ["Done", "Model", "RetryDelta", "StreamDelta", "StreamingModel", "TextDelta",
+           "ThinkingDelta", "ToolCallDelta", "ToolSpec"]

@@ -38,11 +38,14 @@ class Failure:
     `text` is the readable reason ("401 authentication_error: invalid x-api-key");
     `retryable` says whether the fault is transient (429, 5xx, overloaded, connection reset,
     timeout); `retry_after` is the wait in seconds the server asked for, if it asked.
+    `stall` marks a server that went silent (the SDK's read timed out): it is retried only as
+    often as a stall the driver saw itself (`streaming.STALL_RETRIES`), not `max_retries` times.
     """
 
     text: str
     retryable: bool
     retry_after: float | None = None
+    stall: bool = False
 
 
 def redact(text: str, secret: str | None) -> str:

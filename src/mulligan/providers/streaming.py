@@ -11,9 +11,13 @@ shares:
   helper thread, and the caller's side waits on a queue, looking at `abort` every few
   milliseconds; on abort the stream is closed and the reply ends with stop_reason "aborted";
 - every wait is bounded: a stream that sends nothing for `idle_timeout` seconds (default
-  120: after the headers, or after some text) is a stall; a stall is retried at most twice,
-  and only while nothing has been yielded; and one request's attempts and waits together
-  never pass `deadline` seconds (default 600). The reason is the reply's error message;
+  120: after the headers, or after some text) is a stall, and so is an SDK read that timed
+  out; stalls are retried at most twice in all (whatever `max_retries` says), and only while
+  nothing has been yielded; and one request's attempts and waits together never pass
+  `deadline` seconds (default 600). The reason is the reply's error message;
+- before each wait for another attempt it yields one ``{"type": "retry", "reason",
+  "attempt", "of", "delay"}`` (the attempt about to be made, 1-based, of at most `of`; the
+  wait in seconds), so that the user sees what the wait is;
 - it yields deltas and then exactly one ``{"type": "done"}``, and never raises.
 """
 
@@ -105,7 +109,7 @@ def stream_reply(
                 if kind == "stalled":
                     stalls += 1
                     failure = Failure(f"the server sent nothing for {idle_timeout:g} s",
-                                      retryable=stalls <= STALL_RETRIES)
+                                      retryable=stalls <= STALL_RETRIES, stall=True)
                     break
                 if kind == "overdue":
                     failure = Failure(f"no complete reply within {deadline:g} s",
@@ -124,6 +128,10 @@ def stream_reply(
                         yield _done(call, fold.message(), fold)
                         return
                     failure = call.describe(value)
+                    if failure.stall:  # the SDK's read timed out first: a stall all the same
+                        stalls += 1
+                        failure = Failure(failure.text, stalls <= STALL_RETRIES and
+                                          failure.retryable, failure.retry_after, stall=True)
                     break
             else:
                 if fold.finished():
@@ -146,6 +154,8 @@ def stream_reply(
                 f"{deadline:g} s", content=fold.partial()), fold)
             return
         attempt += 1
+        yield {"type": "retry", "reason": failure.text, "attempt": attempt + 1,
+               "of": backoff.max_retries + 1, "delay": round(delay, 3)}
         if sleep is not None:
             sleep(delay)
         elif abort is not None:
@@ -347,4 +357,4 @@ class SdkModel:
     def _describe(self, exc: BaseException) -> Failure:
         failure = self._describe_error(exc)
         return Failure(redact(failure.text, self._secret), failure.retryable,
-                       failure.retry_after)
+                       failure.retry_after, failure.stall)
