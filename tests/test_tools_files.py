@@ -74,9 +74,9 @@ def test_read_of_a_line_bigger_than_the_budget_shows_its_start_and_says_so(
 
 
 def test_read_refuses_a_binary_file_clearly(tmp_path: Path) -> None:
-    (tmp_path / "logo.png").write_bytes(b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR")
-    with pytest.raises(ToolError, match=r"logo.png is a binary file \(16 bytes\)"):
-        read(tmp_path, path="logo.png")
+    (tmp_path / "tool.bin").write_bytes(b"\x7fELF\x02\x01\x01\0\0\0\0\0\0\0\0\0")
+    with pytest.raises(ToolError, match=r"tool.bin is a binary file \(16 bytes\)"):
+        read(tmp_path, path="tool.bin")
 
 
 def test_read_decodes_non_utf8_text_with_replacement_and_says_so(tmp_path: Path) -> None:

@@ -13,6 +13,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from mulligan.messages import content_text
+
 __all__ = ["arguments_text", "call_text", "cut", "flat", "message_line"]
 
 
@@ -52,10 +54,11 @@ def message_line(message: Mapping[str, Any]) -> str:
     ``read (error) → ...``."""
     role = message.get("role")
     if role == "user":
-        return "you: " + flat(message.get("content", ""))
+        return "you: " + flat(content_text(message.get("content", "")))
     if role == "toolResult":
         mark = " (error)" if message.get("is_error") else ""
-        return f"{message.get('tool_name', 'tool')}{mark} → " + flat(message.get("content", ""))
+        return (f"{message.get('tool_name', 'tool')}{mark} → "
+                + flat(content_text(message.get("content", ""))))
     parts = []
     content = message.get("content")
     for block in content if isinstance(content, list) else []:

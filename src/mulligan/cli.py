@@ -36,6 +36,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-p", "--print", metavar="TASK",
                         help="run TASK once, print only the final answer, and exit "
                              "(exit status 1 if the run failed); '-' reads TASK from stdin")
+    parser.add_argument("--image", action="append", metavar="FILE",
+                        help="with -p: attach this PNG, JPEG, GIF or WebP image to TASK "
+                             "(repeatable)")
     parser.add_argument("--mode", choices=("text", "json"), default="text",
                         help="with -p: 'text' prints the final answer (default), 'json' prints "
                              "every event as one JSON object per line")
@@ -159,6 +162,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return modes.gc(args, out)
         if args.mode != "text" and args.print is None:
             raise modes.UsageError("--mode needs -p")
+        if args.image and args.print is None:
+            raise modes.UsageError("--image needs -p (in the REPL, type @path/to/image.png)")
         if args.max_turns is not None and args.max_turns < 1:
             raise modes.UsageError("--max-turns must be at least 1")
         if args.print is not None:

@@ -14,7 +14,7 @@ from collections.abc import Callable, Generator, Iterable, Sequence
 from typing import cast
 
 from mulligan.loop import Compactor, run_agent
-from mulligan.messages import Message
+from mulligan.messages import Content, Message
 from mulligan.tools import Tool
 from mulligan.wire import Event, Model
 
@@ -191,9 +191,9 @@ class Harness:
 
     # -- runs ----------------------------------------------------------------------------------
 
-    def prompt(self, text: str) -> Generator[Event, None, None]:
-        """Start a run with `text`; returns its events. RuntimeError, raised here and now, if
-        a run is already going on."""
+    def prompt(self, text: Content) -> Generator[Event, None, None]:
+        """Start a run with `text` (a string, or text and image blocks); returns its events.
+        RuntimeError, raised here and now, if a run is already going on."""
         with self._lock:
             if self._running:
                 raise RuntimeError("a run is already going on; use steer() or follow_up(), "
@@ -204,7 +204,7 @@ class Harness:
         next(run)  # primed: the run's finally is live, so dropping it unstarted resets is_running
         return cast(Generator[Event, None, None], run)
 
-    def _run(self, text: str, abort: threading.Event) -> Generator[Event | None, None, None]:
+    def _run(self, text: Content, abort: threading.Event) -> Generator[Event | None, None, None]:
         loop = run_agent(self._model, self._system, self._messages, self._tools, text,
                          max_turns=self._max_turns,
                          get_steering=lambda: _take_one(self._steering),

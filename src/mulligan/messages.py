@@ -44,6 +44,24 @@ class ToolCallBlock(TypedDict):
 Block = TextBlock | ThinkingBlock | ToolCallBlock
 
 
+class ImageBlock(TypedDict):
+    """An image in a user message or a tool result (DESIGN.md, "Messages: images")."""
+
+    type: Literal["image"]
+    mime_type: str  # "image/png", "image/jpeg", "image/gif", "image/webp"
+    data: str  # base64
+
+
+InputBlock = TextBlock | ImageBlock
+# About what one image costs in a request, in tokens (Anthropic: width x height / 750, so a
+# 1568 x 784 screenshot is ~1,600): what context estimates count for one, not its base64.
+IMAGE_TOKENS = 1_600
+# A user message's or a tool result's content: a string, or text and image blocks. Lists are
+# written only when an image is in them, so a session without images stays readable by a
+# reader that knows only strings.
+Content = str | list[InputBlock]
+
+
 class Usage(TypedDict, total=False):
     input: int
     output: int
@@ -53,7 +71,7 @@ class Usage(TypedDict, total=False):
 
 class UserMessage(TypedDict):
     role: Literal["user"]
-    content: str
+    content: Content
 
 
 class AssistantMessage(TypedDict):
@@ -69,16 +87,58 @@ class ToolResultMessage(TypedDict):
     role: Literal["toolResult"]
     tool_call_id: str
     tool_name: str
-    content: str
+    content: Content
     is_error: bool
 
 
 Message = UserMessage | AssistantMessage | ToolResultMessage
 
 
-def user_message(text: str) -> UserMessage:
-    """A message from the user; its content is a plain string."""
-    return {"role": "user", "content": text}
+def user_message(text: Content) -> UserMessage:
+    """A message from the user; its content is a plain string, or text and image blocks."""
+    return {"role": "user", "content": text if isinstance(text, str) else list(text)}
+
+
+def is_content(value: object) -> bool:
+    """True for a user's or tool result's content: a string, or a list of text and image
+    blocks of the right shape."""
+    return type(value) is str or _input_blocks_ok(value)
+
+
+def image_block(mime_type: str, data: str) -> ImageBlock:
+    """An image block: `data` is the base64 of the file's bytes."""
+    return {"type": "image", "mime_type": mime_type, "data": data}
+
+
+def images_in(content: object) -> list[ImageBlock]:
+    """The image blocks of a message's content ([] for a string)."""
+    if not isinstance(content, list):
+        return []
+    return [b for b in content  # type: ignore[misc]
+            if isinstance(b, dict) and b.get("type") == "image"]
+
+
+def image_note(block: ImageBlock | dict[str, Any]) -> str:
+    """A short stand-in for an image, for a reader that cannot show it:
+    "[image: image/png, 12.3 KB]"."""
+    size = len(str(block.get("data", ""))) * 3 // 4
+    return f"[image: {block.get('mime_type', '?')}, {size / 1024:.1f} KB]"
+
+
+def content_text(content: object) -> str:
+    """A message's content as plain text: a string as it is; blocks as their text, each image
+    as its `image_note`. For showing and summarising, never for sending an image."""
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        return "" if content is None else str(content)
+    parts = []
+    for block in content:
+        if isinstance(block, dict) and block.get("type") == "text":
+            parts.append(str(block.get("text", "")))
+        elif isinstance(block, dict) and block.get("type") == "image":
+            parts.append(image_note(block))
+    return "\n".join(parts)
 
 
 def assistant_message(
@@ -129,9 +189,10 @@ def is_failed(message: Message) -> bool:
 
 # The keys each message role and each content block must have, and their types.
 _MESSAGE_FIELDS: dict[str, dict[str, type | tuple[type, ...]]] = {
-    "user": {"content": str},
+    "user": {"content": (str, list)},
     "assistant": {"content": list, "stop_reason": str},
-    "toolResult": {"tool_call_id": str, "tool_name": str, "content": str, "is_error": bool},
+    "toolResult": {"tool_call_id": str, "tool_name": str, "content": (str, list),
+                   "is_error": bool},
 }
 _BLOCK_FIELDS: dict[str, dict[str, type]] = {
     "text": {"text": str}, "thinking": {"thinking": str},
@@ -155,9 +216,11 @@ def _well_shaped(message: object) -> bool:
         return False
     role = message.get("role")
     if role == "user":
-        return type(message.get("content")) is str
+        return type(message.get("content")) is str or _input_blocks_ok(message.get("content"))
     if role == "toolResult":
-        return (type(message.get("content")) is str and type(message.get("is_error")) is bool
+        content = message.get("content")
+        return ((type(content) is str or _input_blocks_ok(content))
+                and type(message.get("is_error")) is bool
                 and type(message.get("tool_call_id")) is str
                 and type(message.get("tool_name")) is str)
     content = message.get("content")
@@ -178,6 +241,21 @@ def _well_shaped(message: object) -> bool:
     return True
 
 
+def _input_blocks_ok(content: object) -> bool:
+    """A user's or tool result's list content: text and image blocks only."""
+    if type(content) is not list:
+        return False
+    for block in content:
+        kind = block.get("type") if type(block) is dict else None
+        if kind == "text":
+            if type(block.get("text")) is not str:
+                return False
+        elif kind != "image" or type(block.get("mime_type")) is not str \
+                or type(block.get("data")) is not str:
+            return False
+    return True
+
+
 def _explain(message: object) -> str | None:
     if not isinstance(message, dict):
         return f"not a message object but {type(message).__name__}"
@@ -189,6 +267,11 @@ def _explain(message: object) -> str | None:
             article = "an" if message["role"] == "assistant" else "a"
             return (f"{article} {message['role']} message whose {key!r} is missing or not "
                     f"a {_name(kind)}")
+    if message["role"] != "assistant" and isinstance(message["content"], list) \
+            and not _input_blocks_ok(message["content"]):
+        bad = next((b for b in message["content"] if not _input_blocks_ok([b])), None)
+        return (f"a {message['role']} message with a malformed content block (text and "
+                f"image blocks only): {repr(bad)[:120]}")
     if message["role"] == "assistant":
         for block in message["content"]:
             wanted = _BLOCK_FIELDS.get(str(block.get("type"))) if isinstance(block, dict) \

@@ -21,12 +21,14 @@ from mulligan.messages import (
     ABORTED,
     AssistantMessage,
     Block,
+    Content,
     Message,
     TextBlock,
     ToolCallBlock,
     ToolResultMessage,
     UserMessage,
     assistant_message,
+    content_text,
     error_message,
     user_message,
 )
@@ -67,7 +69,7 @@ def say(words: str) -> AssistantMessage:
 
 
 def tool_result(
-    for_call: ToolCallBlock, content: str, is_error: bool = False
+    for_call: ToolCallBlock, content: Content, is_error: bool = False
 ) -> ToolResultMessage:
     """The toolResult that answers `for_call`."""
     return {"role": "toolResult", "tool_call_id": for_call["id"], "tool_name": for_call["name"],
@@ -206,11 +208,11 @@ def show(messages: Iterable[Message], clip: int | None = None) -> str:
     lines = []
     for message in messages:
         if message["role"] == "user":
-            lines.append(f"user -> {quote(message['content'])}")
+            lines.append(f"user -> {quote(content_text(message['content']))}")
         elif message["role"] == "toolResult":
             flag = " (error)" if message["is_error"] else ""
             lines.append(f"toolResult {message['tool_call_id']}{flag} -> "
-                         f"{quote(message['content'])}")
+                         f"{quote(content_text(message['content']))}")
         else:
             parts = []
             for block in message["content"]:

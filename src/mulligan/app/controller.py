@@ -34,7 +34,7 @@ from mulligan.app.usage import Usage, usage_of
 from mulligan.app.workspace.checkpoints import Checkpoints, Plan
 from mulligan.app.workspace.diffs import diff_span, snapshot_diff
 from mulligan.harness import Harness
-from mulligan.messages import Message
+from mulligan.messages import Content, Message, content_text
 from mulligan.prompts import system_prompt
 from mulligan.session import SessionLog, persist_to
 from mulligan.session.branches import message_of, user_messages_on_path
@@ -226,8 +226,9 @@ class Controller:
 
     # -- running --------------------------------------------------------------------------
 
-    def run_prompt(self, text: str) -> Iterator[Event]:
-        """The events of one run of `text` (a RuntimeError while another run is going on)."""
+    def run_prompt(self, text: Content) -> Iterator[Event]:
+        """The events of one run of `text`, a string or text and image blocks (a
+        RuntimeError while another run is going on)."""
         return self.harness.prompt(text)
 
     def steer(self, text: str) -> None:
@@ -315,7 +316,7 @@ class Controller:
         parent = entry.get("parent_id")
         if parent is None:
             raise Refused(f"/edit: {entry_id} has nothing before it to go back to")
-        return str(parent), str(message.get("content", ""))
+        return str(parent), content_text(message.get("content"))
 
     def back_choices(self) -> list[tuple[str, str]]:
         """What the /back picker offers: `user_choices`, refused like /back itself."""
@@ -330,7 +331,7 @@ class Controller:
         # The branch alone: read through the index it is all that is parsed.
         on_branch = self._log.branch(tip) if self._log is not None and self.started else []
         found = user_messages_on_path(on_branch, tip)
-        return [(e["id"], str(e["message"].get("content", ""))) for e in reversed(found)]
+        return [(e["id"], content_text(e["message"].get("content"))) for e in reversed(found)]
 
     def edit(self, entry_id: str | None = None, *, files: Files | None = None,
              summarize: bool = False) -> str:

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from mulligan.messages import Content
 from mulligan.tools import Tool, ToolError
 from mulligan.tools.workspace import Workspace
 
@@ -88,7 +89,8 @@ class Permissions:
         execute = tool["execute"]
         interruptible = bool(tool.get("interruptible"))
 
-        def guarded(arguments: dict[str, Any], abort: threading.Event | None = None) -> str:
+        def guarded(arguments: dict[str, Any],
+                    abort: threading.Event | None = None) -> Content:
             self.check(tool["name"], arguments, abort)
             return execute(arguments, abort=abort) if interruptible else execute(arguments)
 

@@ -18,7 +18,7 @@ from rich.markdown import Markdown
 from rich.text import Text
 
 from mulligan.brief import arguments_text
-from mulligan.messages import text_of
+from mulligan.messages import content_text, text_of
 
 
 def compaction_line(event: Mapping[str, Any]) -> str:
@@ -140,7 +140,8 @@ class LiveRenderer:
         if role == "user":
             self._users_seen += 1
             if self._users_seen > 1 or self.show_prompt:
-                self._line(Text("› ", style="bold green") + Text(str(message.get("content"))))
+                self._line(Text("› ", style="bold green")
+                           + Text(content_text(message.get("content"))))
             return
         if role != "assistant":
             return
@@ -204,7 +205,7 @@ class LiveRenderer:
 
     def _bash_result(self, result: dict[str, Any], is_error: bool) -> None:
         """bash's output from its end, where the verdict is, and a red exit code."""
-        lines = str(result.get("content", "")).splitlines() or ["(no output)"]
+        lines = content_text(result.get("content")).splitlines() or ["(no output)"]
         verdict = lines[-1] if lines[-1].startswith("[exit code ") or lines[-1].startswith(
             "[Timed out") or lines[-1].startswith("[killed by signal") else None
         if verdict is not None:
@@ -222,7 +223,7 @@ class LiveRenderer:
             self._line(Text(f"  └ {shown}", style="bold red"))
 
     def _result(self, result: dict[str, Any], is_error: bool) -> None:
-        lines = str(result.get("content", "")).splitlines() or ["(no output)"]
+        lines = content_text(result.get("content")).splitlines() or ["(no output)"]
         style = "red" if is_error else "dim"
         for line in lines[: self.fold_lines]:
             self._line(Text("  │ ", style="cyan") + Text(line, style=style))

@@ -34,6 +34,7 @@ from rich.console import Console
 from mulligan import __version__
 from mulligan.app import Controller, LeaseHeld, Refused, model_label
 from mulligan.app.permissions import Answer, Question
+from mulligan.frontends.attachments import with_attachments
 from mulligan.frontends.commands import (
     back_before,
     count,
@@ -311,7 +312,11 @@ class Repl:
             self._print(f"(queued as steering: {text})", "dim")
 
     def _start_run(self, text: str) -> None:
-        events = self.controller.run_prompt(text)
+        content = with_attachments(text, self.controller.cwd, self._print)  # @shot.png
+        if content is None:
+            self._mark_idle()
+            return
+        events = self.controller.run_prompt(content)
         renderer = LiveRenderer(self.console, line_buffered=self._patch_stdout,
                                 markdown=self._patch_stdout)
         self._renderer = renderer

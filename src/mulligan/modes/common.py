@@ -15,6 +15,7 @@ from typing import Any, TextIO
 
 from mulligan.app import Controller, resolve
 from mulligan.home import mulligan_home
+from mulligan.messages import Content
 
 
 class UsageError(ValueError):
@@ -52,6 +53,21 @@ def choose_session(args: argparse.Namespace, sessions: Any, cwd: Path) -> Any:
 
     return choose(sessions, cwd, no_session=args.no_session, session=args.session,
                   continue_=args.continue_, pick=pick_session if args.resume else None)
+
+
+def with_images(task: str, files: list[str]) -> Content:
+    """`task` with the images of `files` attached after it (a plain string when there are
+    none). A file that cannot be read, or is not a PNG, JPEG, GIF or WebP, is refused by name
+    (OSError or NotAnImage, a ValueError) before anything runs."""
+    if not files:
+        return task
+    from mulligan.tools.images import image_from_file
+
+    content: list[Any] = [{"type": "text", "text": task}]
+    for name in files:
+        block, _ = image_from_file(name)
+        content.append(block)
+    return content
 
 
 def build_controller(args: argparse.Namespace, err: TextIO, *, defer: bool = False,

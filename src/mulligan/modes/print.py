@@ -15,6 +15,7 @@ from typing import Any, TextIO
 
 from mulligan.modes.common import (
     build_controller,
+    with_images,
 )
 
 
@@ -29,6 +30,7 @@ def run_print(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     piped = _piped_stdin() if args.print != "-" else ""
     if piped.strip():  # `cat log | mulligan -p "why does it fail?"`, as claude -p does
         task = f"{task}\n\n{piped}"
+    content = with_images(task, args.image or [])  # before anything is started or written
     controller = build_controller(args, err)
     try:
         if controller.notice:  # a database session carried on here from another machine
@@ -58,7 +60,7 @@ def run_print(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                     signal.SIGTERM: signal.signal(signal.SIGTERM, on_end),
                     signal.SIGHUP: signal.signal(signal.SIGHUP, on_end)}
         try:
-            for event in controller.run_prompt(task):
+            for event in controller.run_prompt(content):
                 renderer(event)
         finally:
             for number, handler in previous.items():

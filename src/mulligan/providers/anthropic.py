@@ -10,6 +10,7 @@ Shapes, ours <-> Anthropic's:
   user turn, consecutive results (and a steering message after them) merged into one turn;
 - thinking block (with "signature") <-> ``thinking``; a redacted one (``redacted`` True,
   ``data``) <-> ``redacted_thinking``; thinking without a signature is not sent back;
+- image blocks in a user message or a tool result <-> ``image`` blocks with a base64 source;
 - a failed assistant message sends only its text (nothing, if it has none); a tool result
   whose call was not sent is not sent either.
 """
@@ -26,6 +27,7 @@ import httpx2
 from mulligan.messages import (
     AssistantMessage,
     Block,
+    Content,
     Message,
     StopReason,
     Usage,
@@ -130,21 +132,37 @@ def request_messages(messages: list[Message]) -> list[dict[str, Any]]:
 
     for message in messages:
         if message["role"] == "user":
-            words = message["content"]
-            add("user", [{"type": "text", "text": words}] if words else [])
+            add("user", input_blocks(message["content"]))
         elif message["role"] == "toolResult":
             if message["tool_call_id"] not in sent_calls:
                 continue
             result: dict[str, Any] = {"type": "tool_result",
                                       "tool_use_id": message["tool_call_id"]}
             if message["content"]:
-                result["content"] = message["content"]
+                content = message["content"]
+                result["content"] = content if isinstance(content, str) \
+                    else input_blocks(content)
             if message["is_error"]:
                 result["is_error"] = True
             add("user", [result])
         else:
             add("assistant", _assistant_blocks(message, sent_calls))
     return turns
+
+
+def input_blocks(content: Content) -> list[dict[str, Any]]:
+    """A user's or tool result's content as Anthropic content blocks: text, and images as
+    base64 ``image`` sources. Empty text is left out (the API refuses it)."""
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}] if content else []
+    blocks: list[dict[str, Any]] = []
+    for block in content:
+        if block["type"] == "image":
+            blocks.append({"type": "image", "source": {
+                "type": "base64", "media_type": block["mime_type"], "data": block["data"]}})
+        elif block["text"]:
+            blocks.append({"type": "text", "text": block["text"]})
+    return blocks
 
 
 def _assistant_blocks(message: AssistantMessage, sent_calls: set[str]) -> list[dict[str, Any]]:

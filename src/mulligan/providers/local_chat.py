@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mulligan.messages import Message
+from mulligan.messages import Content, Message, image_note
 from mulligan.providers.local_reply import render_answer, render_call, tool_catalogue
 from mulligan.wire import ToolSpec
 
@@ -49,9 +49,18 @@ def _assistant_text(message: dict[str, Any], with_tools: bool) -> str:
     return render_answer(text) if with_tools else text
 
 
+def words(content: Content) -> str:
+    """A user's or tool result's content as text: this model reads no images, so each one is
+    a short note saying it was there and could not be shown."""
+    if isinstance(content, str):
+        return content
+    return "\n".join(b["text"] if b["type"] == "text" else
+                     f"{image_note(b)} (this model cannot see images)" for b in content)
+
+
 def _result_text(message: dict[str, Any], budget: int) -> str:
     label = "Error from" if message.get("is_error") else "Result of"
-    return f"{label} {message['tool_name']}:\n{trim(message['content'], budget)}"
+    return f"{label} {message['tool_name']}:\n{trim(words(message['content']), budget)}"
 
 
 def chat_messages(system: str, messages: list[Message], tools: list[ToolSpec], *,
@@ -70,7 +79,7 @@ def chat_messages(system: str, messages: list[Message], tools: list[ToolSpec], *
                       default=-1)
     for index, message in enumerate(messages):
         if message["role"] == "user":
-            role, text = "user", message["content"]
+            role, text = "user", words(message["content"])
         elif message["role"] == "assistant":
             role, text = "assistant", _assistant_text(dict(message), bool(tools))
         else:

@@ -14,7 +14,10 @@ Shapes, ours <-> Chat Completions':
   thinking; thinking is never sent back; ``refusal`` deltas are shown as text and end the
   message as an error that keeps them;
 - a failed assistant message sends only its text; a tool result whose call was not sent is not
-  sent either.
+  sent either;
+- images in a user message -> ``image_url`` parts with a data: URL; a ``tool`` message holds
+  only text, so a tool result's images are sent in a user message after that reply's results
+  (the tool message keeps a note of each in its place).
 Usage: "input" counts prompt tokens not read from the cache, "cache_read" those that were.
 """
 
@@ -32,12 +35,16 @@ import openai
 from mulligan.messages import (
     AssistantMessage,
     Block,
+    Content,
+    ImageBlock,
     Message,
     StopReason,
     ToolCallBlock,
     Usage,
     assistant_message,
+    content_text,
     error_message,
+    images_in,
     is_failed,
 )
 from mulligan.providers.config import is_openai_itself
@@ -115,13 +122,26 @@ def request_messages(system: str, messages: list[Message]) -> list[dict[str, Any
     """Our transcript as Chat Completions ``messages``, the system prompt first."""
     out: list[dict[str, Any]] = [{"role": "system", "content": system}] if system else []
     sent_calls: set[str] = set()
+    # Images a tool returned: a ``tool`` message holds text only, so they follow the results
+    # of that reply in one user message.
+    pending: list[dict[str, Any]] = []
     for message in messages:
+        if pending and message["role"] != "toolResult":
+            out.append({"role": "user", "content": pending})
+            pending = []
         if message["role"] == "user":
-            out.append({"role": "user", "content": message["content"]})
+            out.append({"role": "user", "content": user_content(message["content"])})
         elif message["role"] == "toolResult":
             if message["tool_call_id"] in sent_calls:
+                content = message["content"]
                 out.append({"role": "tool", "tool_call_id": message["tool_call_id"],
-                            "content": message["content"]})
+                            "content": content_text(content) if images_in(content)
+                            else content})
+                if images_in(content):
+                    pending.append({"type": "text",
+                                    "text": f"The images {message['tool_name']} returned "
+                                            f"(call {message['tool_call_id']}):"})
+                    pending.extend(image_part(b) for b in images_in(content))
         else:
             words = "".join(b["text"] for b in message["content"] if b["type"] == "text")
             calls = [] if is_failed(message) else [
@@ -134,7 +154,24 @@ def request_messages(system: str, messages: list[Message]) -> list[dict[str, Any
                 turn["tool_calls"] = [{"id": c["id"], "type": "function", "function": {
                     "name": c["name"], "arguments": json.dumps(c["arguments"])}} for c in calls]
             out.append(turn)
+    if pending:
+        out.append({"role": "user", "content": pending})
     return out
+
+
+def user_content(content: Content) -> str | list[dict[str, Any]]:
+    """A user message's content for Chat Completions: a string as it is; blocks as ``text``
+    and ``image_url`` parts (the image as a data: URL)."""
+    if isinstance(content, str):
+        return content
+    return [image_part(b) if b["type"] == "image" else {"type": "text", "text": b["text"]}
+            for b in content]
+
+
+def image_part(block: ImageBlock) -> dict[str, Any]:
+    """An image block as an ``image_url`` content part with a data: URL."""
+    return {"type": "image_url",
+            "image_url": {"url": f"data:{block['mime_type']};base64,{block['data']}"}}
 
 
 # --- stream chunks -> our deltas and message -------------------------------------------------

@@ -16,7 +16,7 @@ from typing import Any, NotRequired, TypedDict
 from jsonschema import Draft202012Validator
 from jsonschema.validators import validator_for
 
-from mulligan.messages import ToolCallBlock, ToolResultMessage
+from mulligan.messages import Content, ToolCallBlock, ToolResultMessage, is_content
 from mulligan.wire import ToolSpec
 
 __all__ = ["Tool", "ToolError", "ToolSpec", "check_arguments", "run_tool", "tool_specs"]
@@ -30,7 +30,7 @@ class Tool(TypedDict):
     name: str
     description: str
     parameters: dict[str, Any]
-    execute: Callable[..., str]
+    execute: Callable[..., Content]  # text, or text and image blocks (`read` of an image)
     interruptible: NotRequired[bool]
 
 
@@ -97,7 +97,7 @@ def run_tool(
 
 def _execute(
     tools: list[Tool], name: str, arguments: Any, abort: threading.Event | None
-) -> str:
+) -> Content:
     tool = next((t for t in tools if t["name"] == name), None)
     if tool is None:
         available = ", ".join(t["name"] for t in tools) or "none"
@@ -108,7 +108,7 @@ def _execute(
         result = tool["execute"](arguments, abort=abort)
     else:
         result = tool["execute"](arguments)
-    if not isinstance(result, str):
+    if not is_content(result):
         raise ToolError(f"Tool {name} returned {type(result).__name__}, not text")
     return result
 

@@ -12,8 +12,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from mulligan.messages import Content
 from mulligan.tools.base import Tool, ToolError
 from mulligan.tools.budget import MAX_BYTES, MAX_LINES, cut_utf8_head, split_lines, truncate_head
+from mulligan.tools.images import NotAnImage, image_from_bytes, sniff
 from mulligan.tools.workspace import Root, Workspace, is_binary
 
 __all__ = ["edit_tool", "read_tool", "write_tool"]
@@ -28,16 +30,24 @@ def read_tool(
     """The `read` tool: a text file's lines from `offset` (1-based), at most `limit` of them and
     never more than the budget, with a last line naming the offset to continue from. Binary
     files are refused; text that is not UTF-8 is decoded with replacement characters, and the
-    result says so on its first line."""
+    result says so on its first line. A PNG, JPEG, GIF or WebP file is returned as the image
+    itself (a line saying what it is, then the image block, scaled down to fit)."""
     ws = Workspace.of(root)
 
-    def execute(arguments: dict[str, Any]) -> str:
+    def execute(arguments: dict[str, Any]) -> Content:
         path = arguments["path"]
         offset = int(arguments.get("offset", 1))
         limit = arguments.get("limit")
         file = _existing_file(ws, path)
         with file.open("rb") as handle:
-            if is_binary(handle.read(_SNIFF)):
+            head = handle.read(_SNIFF)
+            if sniff(head[:16]) is not None:
+                try:
+                    block, description = image_from_bytes(head + handle.read(), path)
+                except NotAnImage as exc:
+                    raise ToolError(str(exc)) from None
+                return [{"type": "text", "text": f"[{description}]"}, block]
+            if is_binary(head):
                 raise ToolError(f"{path} is a binary file ({file.stat().st_size} bytes); read "
                                 "shows text only. Use bash (e.g. `file`, `xxd | head`) to "
                                 "inspect it.")
@@ -77,7 +87,8 @@ def read_tool(
             f"One call returns at most {max_lines} lines or {max_bytes} bytes; when there is "
             "more, the last line says so and gives the offset to continue from. Use offset "
             "(first line, from 1) and limit (number of lines) to read part of a large file. "
-            "Binary files are refused."),
+            "PNG, JPEG, GIF and WebP images are shown to you as images; other binary files "
+            "are refused."),
         "parameters": {
             "type": "object",
             "properties": {

@@ -30,6 +30,7 @@ from markdown_it import MarkdownIt
 from mulligan.app.workspace.diffs import snapshot_diff
 from mulligan.app.workspace.snapshots import Store
 from mulligan.brief import call_text, cut, flat, message_line
+from mulligan.messages import content_text, image_note, images_in
 from mulligan.session.branches import blocks_of, children_of, labels_of, message_of, path_ids
 
 __all__ = ["to_html"]
@@ -211,18 +212,47 @@ def _card(entry: Entry, labels: Mapping[str, str], store: Store | None) -> str:
             f"{head}</div>{body}</article>")
 
 
+_SHOWN_TYPES = ("image/png", "image/jpeg", "image/gif", "image/webp")
+_BASE64 = re.compile(r"[A-Za-z0-9+/]*={0,2}")
+
+
+def _words(content: object) -> str:
+    """The text of a message's content, images left out (they are drawn by `_images`)."""
+    if isinstance(content, list):
+        return "\n".join(str(b.get("text", "")) for b in content
+                         if isinstance(b, Mapping) and b.get("type") == "text")
+    return content_text(content)
+
+
+def _images(content: object) -> str:
+    """The content's images inline, as data: URLs (the page's policy allows only those). A
+    block whose type is not one of the four image formats, or whose data is not plain
+    base64, is hostile or broken: it is shown as its note, never put in the page."""
+    out = []
+    for block in images_in(content):
+        mime, data = block.get("mime_type"), block.get("data")
+        if mime in _SHOWN_TYPES and isinstance(data, str) and _BASE64.fullmatch(data):
+            out.append(f'<img class="shot" alt="{_e(image_note(block))}" '
+                       f'src="data:{mime};base64,{data}">')
+        else:
+            out.append(f"<p>{_e(image_note(block))}</p>")
+    return "".join(out)
+
+
 def _message(message: Mapping[str, Any], entry: Entry,
              store: Store | None) -> tuple[str, str, str]:
     """(css class, body, who) of a message card."""
     role = str(message.get("role"))
     if role == "user":
-        return "user", _MARKDOWN.render(str(message.get("content", ""))), "you"
+        return "user", _MARKDOWN.render(_words(message.get("content"))) + \
+            _images(message.get("content")), "you"
     if role == "toolResult":
-        content = str(message.get("content", ""))
+        content = _words(message.get("content"))
         flag = " (error)" if message.get("is_error") else ""
-        first = cut(flat(content), 100)
+        first = cut(flat(content_text(message.get("content"))), 100)
         body = (f'<details class="result"><summary>{_e(message.get("tool_name"))}{flag} → '
-                f"{_e(first)}</summary><pre>{_e(content)}</pre></details>")
+                f"{_e(first)}</summary><pre>{_e(content)}</pre>"
+                f"{_images(message.get('content'))}</details>")
         return "toolResult" + (" error" if flag else ""), body + _changes(entry, store), \
             f"{message.get('tool_name')} result"
     parts = []

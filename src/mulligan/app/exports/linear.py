@@ -17,6 +17,7 @@ from typing import Any
 
 from mulligan.brief import call_text, flat
 from mulligan.home import open_private, private_dirs
+from mulligan.messages import content_text
 from mulligan.session import SessionLog, path
 from mulligan.session.branches import blocks_of, labels_of, message_of
 from mulligan.session.log import timestamp
@@ -73,12 +74,12 @@ def to_markdown(
 def _message_markdown(entry_id: str, message: Mapping[str, Any], label: str) -> list[str]:
     role = message.get("role")
     if role == "user":
-        return [f"## You ({entry_id}){label}", "", *_fenced(str(message.get("content", ""))),
+        return [f"## You ({entry_id}){label}", "", *_fenced(content_text(message.get("content"))),
                 ""]
     if role == "toolResult":
         flag = " — error" if message.get("is_error") else ""
         return [f"**Result of {_inline(message.get('tool_name'))}** ({entry_id}){flag}{label}",
-                "", *_fenced(str(message.get("content", ""))), ""]
+                "", *_fenced(content_text(message.get("content"))), ""]
     lines = [f"## Assistant ({entry_id}){label}", ""]
     for block in blocks_of(message):
         if block.get("type") == "text":

@@ -36,7 +36,7 @@ from mulligan.app.rewind.summaries import (
     entry_text,
     fallback_text,
 )
-from mulligan.messages import Message
+from mulligan.messages import IMAGE_TOKENS, Message, images_in
 from mulligan.session import SessionLog
 from mulligan.session.view import COMPACTION_PREAMBLE
 from mulligan.wire import Event, Model
@@ -65,8 +65,7 @@ def estimate_tokens(system: str, messages: Sequence[Message]) -> int:
     and writes, and output: what the provider counted), plus an estimate of what came after
     it; or an estimate of the whole, 4 characters a token, when no usage was reported -- and
     after a compaction, whose kept replies report the context from before it."""
-    compacted = bool(messages) and messages[0]["role"] == "user" and \
-        messages[0]["content"].startswith(COMPACTION_PREAMBLE)
+    compacted = bool(messages) and _is_summary(messages[0])
     for at in range(len(messages) - 1, -1, -1):
         message = messages[at]
         usage: Any = message.get("usage") if message["role"] == "assistant" else None
@@ -78,7 +77,16 @@ def estimate_tokens(system: str, messages: Sequence[Message]) -> int:
 
 
 def _chars(messages: Sequence[Message]) -> int:
-    return len(orjson.dumps(list(messages), default=str))
+    """Characters standing for the messages' tokens: an image counts as what a provider
+    charges for one (`IMAGE_TOKENS`), not as the length of its base64."""
+    return sum(_message_chars(message) for message in messages)
+
+
+def _message_chars(message: Message) -> int:
+    images = images_in(message.get("content"))
+    size = len(orjson.dumps(message, default=str))
+    return size - sum(len(b["data"]) for b in images) + \
+        len(images) * IMAGE_TOKENS * CHARS_PER_TOKEN
 
 
 @dataclass
@@ -180,13 +188,14 @@ def _cut(rows: Sequence[tuple[str, Message]], keep: int) -> int | None:
         return None
     tail, sizes = 0, {}
     for at in range(len(rows) - 1, users[0] - 1, -1):
-        tail += len(orjson.dumps(rows[at][1], default=str)) // CHARS_PER_TOKEN
+        tail += _message_chars(rows[at][1]) // CHARS_PER_TOKEN
         sizes[at] = tail
     return max((at for at in users if sizes[at] >= keep), default=users[0])
 
 
 def _is_summary(message: Message) -> bool:
-    return message["role"] == "user" and message["content"].startswith(COMPACTION_PREAMBLE)
+    return message["role"] == "user" and isinstance(message["content"], str) and \
+        message["content"].startswith(COMPACTION_PREAMBLE)
 
 
 def _request(rows: Sequence[tuple[str, Message]], previous: str | None,

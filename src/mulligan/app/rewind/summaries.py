@@ -25,7 +25,7 @@ from typing import Any, cast
 
 from mulligan.app.workspace.checkpoints import workspace_of
 from mulligan.brief import arguments_text
-from mulligan.messages import Message, is_failed, text_of, user_message
+from mulligan.messages import Message, content_text, is_failed, text_of, user_message
 from mulligan.session import SessionLog
 from mulligan.session.branches import message_of
 from mulligan.wire import Model
@@ -118,7 +118,7 @@ def details_of(entries: Sequence[Entry], *, restored: bool) -> dict[str, Any]:
             changed.append(arguments["path"])
         elif name == "bash":
             commands.append({"command": str(arguments.get("command", "")),
-                             "exit_code": _exit_code(str(message.get("content", "")),
+                             "exit_code": _exit_code(content_text(message.get("content")),
                                                      bool(message.get("is_error")))})
     return {"files_read": _unique(read), "files_changed": _unique(changed),
             "commands": commands, "restored": restored}
@@ -165,7 +165,7 @@ def entry_text(entry: Entry) -> str | None:
     if role == "user":
         return f"User: {message.get('content', '')}"
     if role == "toolResult":
-        content = str(message.get("content", ""))
+        content = content_text(message.get("content"))
         clipped = content if len(content) <= TOOL_CLIP else \
             content[:TOOL_CLIP] + f"\n[... {len(content) - TOOL_CLIP} more characters]"
         flag = " (error)" if message.get("is_error") else ""
@@ -183,7 +183,7 @@ def entry_text(entry: Entry) -> str | None:
 
 def fallback_text(entries: Sequence[Entry], details: Mapping[str, Any]) -> str:
     """The deterministic summary: what the user asked, files changed, commands run."""
-    asked = [str(m.get("content", "")) for m in map(message_of, entries)
+    asked = [content_text(m.get("content")) for m in map(message_of, entries)
              if m is not None and m.get("role") == "user"]
     lines = ["(A summary made from the session's entries, not by the model.)"]
     if asked:

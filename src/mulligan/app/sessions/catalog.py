@@ -17,6 +17,7 @@ from typing import Any
 import orjson
 
 from mulligan.home import folder_slug
+from mulligan.messages import content_text
 from mulligan.session import SessionError, SessionLog
 from mulligan.session.branches import message_leaves, message_of
 from mulligan.session.sidecar import USER_MESSAGE, Table
@@ -90,7 +91,7 @@ def summarize(path: Path) -> SessionSummary:
             origin = origin or str(entry.get("origin_file") or "")
         message = message_of(entry)
         if not first and message is not None and message.get("role") == "user":
-            first = " ".join(str(message.get("content", "")).split())
+            first = " ".join(content_text(message.get("content")).split())
     last = entries[-1].get("timestamp") if entries else None
     last = last if isinstance(last, str) else None  # a hand-edited file may hold anything
     return SessionSummary(path, name, cwd, len(entries), len(message_leaves(entries)),
@@ -108,7 +109,7 @@ def _from_table(path: Path, log: SessionLog, table: Table, attempts: int,
         origin = origin or str(entry.get("origin_file") or "")
     users = table.positions_of(USER_MESSAGE)
     message = message_of(log.entry(f"e{users[0] + 1}")) if users else None
-    first = " ".join(str(message.get("content", "")).split()) if message is not None else ""
+    first = " ".join(content_text(message.get("content")).split()) if message is not None else ""
     last = log.entry(f"e{table.count}").get("timestamp")
     return SessionSummary(path, name, cwd, table.count, attempts,
                           last if isinstance(last, str) else mtime, first, origin=origin)
