@@ -19,17 +19,17 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
-from mulligan.app.exports.html import to_html
-from mulligan.app.exports.linear import to_markdown, write_linear, write_new
+from mulligan.app.exports.export import KINDS, Kind, export, origin_of
+from mulligan.app.exports.linear import write_linear
 from mulligan.app.models import model_label, model_parts
 from mulligan.app.permissions import MODES, Permissions
 from mulligan.app.rewind.back import Back, Files, back_plan, go_back
 from mulligan.app.rewind.compaction import Compaction
 from mulligan.app.rewind.compaction import Settings as CompactionSettings
-from mulligan.app.sessions.catalog import SessionSummary, new_session_path
-from mulligan.app.sessions.stores import FileSessions, Sessions, session_bytes, short_name
+from mulligan.app.sessions.catalog import SessionSummary
+from mulligan.app.sessions.stores import FileSessions, Sessions
 from mulligan.app.usage import Usage, usage_of
 from mulligan.app.workspace.checkpoints import Checkpoints, Plan
 from mulligan.app.workspace.diffs import diff_span, snapshot_diff
@@ -380,7 +380,7 @@ class Controller:
         destination = self.place.new(self.cwd)
         new_lease = destination.lease()
         try:
-            write_linear(log.entries(), log.tip(), destination, origin_file=str(log.path),
+            write_linear(log.entries(), log.tip(), destination, origin_file=origin_of(log),
                          info={"model": model_label(self.model)})
         except BaseException:
             new_lease.release()
@@ -393,32 +393,18 @@ class Controller:
         return destination.storage.file or str(destination.path)
 
     def export(self, kind: str, target: Path | None = None) -> Path:
-        """Write the session out: `kind` "md" as Markdown (default `mulligan-<session>.md` in
-        the working folder), "jsonl" as a new linear session file (default: a new session of
-        this folder) -- both the current branch -- or "html", one page of every attempt
-        (default `mulligan-<session>.html`). A relative `target` is taken in the working
-        folder, where the tools act. Never overwrites (ExportTargetExists). Returns the file."""
+        """Write the session out (`app.exports.export`): `kind` "md" as Markdown, "jsonl" as
+        a new linear session file -- both the current branch -- or "html", one page of every
+        attempt. A relative `target` is taken in the working folder, where the tools act.
+        Never overwrites (ExportTargetExists). Returns the file."""
         log = self._need_file("/export")
-        stem = short_name(log)
-        if target is not None:
-            target = self.cwd / target
-        if kind == "md":
-            target = target or self.cwd / f"mulligan-{stem}.md"
-            return write_new(target, to_markdown(log.entries(), log.tip(),
-                                                 title=f"Session {stem}"))
-        if kind == "html":
-            target = target or self.cwd / f"mulligan-{stem}.html"
-            store = self.checkpoints.store if self.checkpoints is not None else None
-            page = to_html(log.entries(), log.tip(), title=f"Session {stem}",
-                           session=session_bytes(log), file_name=f"{stem}.jsonl",
-                           system=self.harness.system, store=store,
-                           redact=self._redact_text or (lambda text: text))
-            return write_new(target, page)
-        if kind != "jsonl":
+        if kind not in KINDS:
             raise Refused(f"/export: no format {kind!r}; md, jsonl or html")
-        target = target or new_session_path(self.home, self.cwd)
-        write_linear(log.entries(), log.tip(), target, origin_file=log.path)
-        return target
+        return export(log, cast(Kind, kind), self.cwd / target if target is not None else None,
+                      home=self.home, cwd=self.cwd, folder=self.cwd,
+                      system=self.harness.system,
+                      store=self.checkpoints.store if self.checkpoints is not None else None,
+                      redact=self._redact_text or (lambda text: text))
 
     def set_model(self, name: str) -> str:
         """Switch to the model called `name` for the next run; recorded as a model_change

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from mulligan.app import Controller, SessionSummary, model_label
+from mulligan.app.exports.export import KINDS
 from mulligan.app.rewind.back import Files, describe
 from mulligan.brief import cut, message_line
 from mulligan.frontends.live import compaction_line
@@ -252,7 +253,7 @@ def _model(c: Controller, args: list[str], width: int) -> Outcome:
 
 def _export(c: Controller, args: list[str], width: int) -> Outcome:
     kind = args[0] if args else "md"
-    if kind not in ("md", "jsonl", "html"):
+    if kind not in KINDS:
         return Outcome(["usage: /export [md|jsonl|html] [FILE]"], error=True)
     target = c.export(kind, Path(args[1]).expanduser() if len(args) > 1 else None)
     return Outcome([f"wrote {target}"])

@@ -11,6 +11,7 @@ from prompt_toolkit.document import Document
 from prompt_toolkit.shortcuts.choice_input import ChoiceInput
 
 from mulligan.app import SessionSummary
+from mulligan.app.exports.export import KINDS
 from mulligan.frontends.slash import listed
 
 __all__ = ["SlashCompleter", "pick_session"]
@@ -33,7 +34,7 @@ class SlashCompleter(Completer):
         if command in ("/tree", "/sessions") and "all".startswith(rest):
             yield Completion("all", start_position=-len(rest))
         elif command == "/export":
-            for kind in ("md", "jsonl", "html"):
+            for kind in KINDS:
                 if kind.startswith(rest):
                     yield Completion(kind, start_position=-len(rest))
 

@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from mulligan.app import find_session_file, resolve
-from mulligan.app.sessions.catalog import new_session_path
 from mulligan.modes.common import (
     UsageError,
     checkpoints_for,
@@ -98,51 +97,32 @@ def sessions_tree(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def sessions_export(args: argparse.Namespace, out: TextIO) -> int:
-    from mulligan.app.exports.linear import to_markdown, write_linear, write_new
-    from mulligan.app.sessions.stores import short_name
-
-    log, entries, leaf = _entries_and_leaf(args)
-    stem = short_name(log)
-    if args.format == "html":
-        target = Path(args.output) if args.output else Path.cwd() / f"{stem}.html"
-        write_new(target, html_page(log, entries, leaf))
-        print(f"wrote {target}", file=out)
-        return 0
-    if args.format == "md":
-        text = to_markdown(entries, leaf, title=f"Session {stem}")
-        if args.output:
-            write_new(args.output, text)
-            print(f"wrote {args.output}", file=out)
-        else:
-            out.write(text)
-        return 0
-    target = Path(args.output) if args.output else \
-        new_session_path(home_of(), working_folder(args))
-    origin = Path(log.path).resolve() if log.path == log.storage.name else log.path
-    write_linear(entries, leaf, target, origin_file=origin)
-    print(f"wrote {target}", file=out)
-    return 0
-
-
-def html_page(log: Any, entries: list[Any], tip: str | None) -> str:
-    """The HTML export of a session from the shell: the system prompt as the session's
-    folder would give it now (when that folder is here), its checkpoints' diffs, keys
-    redacted."""
-    from mulligan.app.exports.html import to_html
+    """`mulligan sessions export FILE --format md|jsonl|html [--leaf ID] [-o OUT]`: the
+    export workflow the REPL's /export uses (`app.exports.export`); Markdown without -o goes
+    to stdout; the page carries the system prompt as the session's folder would give it now
+    (when that folder is here), its checkpoints' diffs, keys redacted."""
+    from mulligan.app.exports.export import export, render
     from mulligan.app.secrets import Secrets
-    from mulligan.app.sessions.stores import session_bytes, short_name
     from mulligan.app.workspace.snapshots import Store
     from mulligan.prompts import system_prompt
     from mulligan.providers.config import load_config
 
+    log, entries, leaf = _entries_and_leaf(args)
+    if args.format == "md" and not args.output:
+        out.write(render(log, "md", leaf))
+        return 0
     home = home_of()
-    folder = sessions_of(home).folder_of(log, entries)
-    system = system_prompt(None, folder) if folder is not None and folder.is_dir() else None
-    secrets = Secrets.of(os.environ, load_config(home))
-    stem = short_name(log)
-    return to_html(entries, tip, title=f"Session {stem}", session=session_bytes(log),
-                   file_name=f"{stem}.jsonl", system=system, store=Store(home),
-                   redact=secrets.redact_text)
+    system = None
+    if args.format == "html":
+        folder = sessions_of(home).folder_of(log, entries)
+        system = system_prompt(None, folder) if folder is not None and folder.is_dir() \
+            else None
+    target = export(log, args.format, Path(args.output) if args.output else None, home=home,
+                    cwd=working_folder(args), folder=Path.cwd(), leaf=leaf, system=system,
+                    store=Store(home),
+                    redact=Secrets.of(os.environ, load_config(home)).redact_text)
+    print(f"wrote {target}", file=out)
+    return 0
 
 
 def session_check(args: argparse.Namespace, out: TextIO) -> int:
