@@ -42,7 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--mode", choices=("text", "json"), default="text",
                         help="with -p: 'text' prints the final answer (default), 'json' prints "
                              "every event as one JSON object per line")
-    parser.add_argument("--model", metavar="NAME",
+    parser.add_argument("--model", metavar="NAME", action=_Models,
                         help="provider/model, e.g. anthropic/claude-sonnet-4-6, "
                              "openai/gpt-5.5, local/smollm2-135m, local:/path/model.gguf "
                              "(default: config.toml's model, else a hosted default when "
@@ -68,6 +68,14 @@ def build_parser() -> argparse.ArgumentParser:
                              "/tmp writable, no network")
     parser.add_argument("--sandbox-network", action="store_true",
                         help="with --sandbox: let bash reach the network")
+    parser.add_argument("--attempts", type=int, metavar="N",
+                        help="with -p: N attempts at once, each in its own copy of the folder "
+                             "(--model repeated: the models in turn); a table compares them")
+    parser.add_argument("--check", metavar="CMD",
+                        help="with --attempts: run CMD in each attempt's folder when it ends")
+    parser.add_argument("--adopt", action="store_true",
+                        help="with --attempts: put the passing attempt with the fewest changed "
+                             "lines into the working folder")
     which = parser.add_mutually_exclusive_group()
     which.add_argument("-c", "--continue", dest="continue_", action="store_true",
                        help="continue the newest session of this folder")
@@ -132,6 +140,11 @@ def build_parser() -> argparse.ArgumentParser:
                       help="summarise the attempt left into a branch_summary entry")
     back.add_argument("--model", dest="back_model", metavar="NAME",
                       help="the model that writes the summary (default: as for a run)")
+    diff = with_file("diff", "two entries' branches side by side: their files as one diff "
+                             "between the final trees, and each transcript from the fork "
+                             "(A, B: entry ids, or attempt numbers of the newest attempts)")
+    diff.add_argument("a", metavar="A")
+    diff.add_argument("b", metavar="B")
     files = with_file("files", "the files each entry of a branch changed (from its checkpoints)")
     files.add_argument("--leaf", metavar="ID", help="the branch ending at entry ID")
     with_file("push", "copy a session file into the database store (MULLIGAN_STORE) as a new "
@@ -174,6 +187,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 raise modes.UsageError("-r/--resume picks interactively; use -c or --session "
                                        "with -p")
             return modes.run_print(args, out, err)
+        if args.attempts is not None or args.check is not None or args.adopt:
+            raise modes.UsageError("--attempts, --check and --adopt go with -p (in the REPL: "
+                                   "/try N [--model NAME ...] [--check CMD] TEXT)")
         return modes.run_interactive(args, err)
     except KeyboardInterrupt:
         print(file=err)
@@ -227,6 +243,16 @@ def _said(exc: BaseException) -> str:
     return str(exc)
 
 
+class _Models(argparse.Action):
+    """--model NAME, repeatable: `model` is the first one given, `models` every one."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: object, option_string: str | None = None) -> None:
+        models = [*(getattr(namespace, "models", None) or []), values]
+        namespace.models = models
+        namespace.model = models[0]
+
+
 def _action(name: str):  # type: ignore[no-untyped-def]
     def run(args: argparse.Namespace, out) -> int:  # type: ignore[no-untyped-def]
         from mulligan import modes
@@ -240,5 +266,6 @@ _ACTIONS = {"ls": _action("sessions_ls"), "show": _action("sessions_show"),
             "tree": _action("sessions_tree"), "export": _action("sessions_export"),
             "check": _action("session_check"), "repair": _action("session_repair"),
             "migrate": _action("session_migrate"), "back": _action("sessions_back"),
-            "files": _action("sessions_files"), "push": _action("sessions_push"),
+            "files": _action("sessions_files"), "diff": _action("sessions_diff"),
+            "push": _action("sessions_push"),
             "pull": _action("sessions_pull")}

@@ -37,7 +37,7 @@ from mulligan.harness import Harness
 from mulligan.messages import Content, Message, content_text
 from mulligan.prompts import system_prompt
 from mulligan.session import SessionLog, persist_to
-from mulligan.session.branches import message_of, user_messages_on_path
+from mulligan.session.branches import message_of, user_messages_on_path, with_attempts
 from mulligan.session.log import timestamp
 from mulligan.session.storage import Releasable
 from mulligan.session.tree import Entry
@@ -74,8 +74,11 @@ class Controller:
         permissions: Permissions | None = None,
         compaction: CompactionSettings | None = None, compaction_model: Model | None = None,
         sessions: Sessions | None = None,
+        tools_for: Callable[[Path], list[Tool]] | None = None,
     ) -> None:
         self.permissions = permissions
+        # The run's tools rooted in another folder (parallel attempts), asking nothing.
+        self.tools_for = tools_for
         self._compaction = compaction or CompactionSettings()
         self._compaction_model = compaction_model
         if summarize_on_back not in ("ask", "always", "never"):
@@ -251,6 +254,38 @@ class Controller:
         steering, follow_ups = self.harness.clear_queues()
         return steering + follow_ups
 
+    # -- parallel attempts (mulligan.app.attempts drives them) ---------------------------
+
+    def begin(self) -> str:
+        """Write session_info now if the session has no entry yet (attempts start from an
+        entry); returns the tip. Refused for --no-session and while a run is going on."""
+        self._idle("/try")
+        if self._log is None:
+            raise Refused("/try: this session is not saved (--no-session)")
+        if not self.started:
+            self._start()
+        return str(self._log.tip())
+
+    def model_named(self, name: str) -> Model:
+        """The model called `name`, resolved as /model does (Refused without a resolver)."""
+        if self._resolver is None:
+            raise Refused(f"{name}: no way to resolve model names here")
+        return self._resolver(name)
+
+    def for_folder(self, model: Model, folder: Path) -> tuple[str, list[Tool]]:
+        """The system prompt and the tools of a run of `model` in `folder` instead of the
+        working folder (Refused when the frontend gave no `tools_for`)."""
+        if self.tools_for is None:
+            raise Refused("/try: this session cannot make tools for another folder")
+        return system_prompt(model, folder, base_file=self._prompt_file), \
+            self.tools_for(folder)
+
+    def reload(self) -> None:
+        """Rebuild the harness from the file, and follow its tip (after attempts wrote)."""
+        if self._log is not None and self.started:
+            self._rebuild(self._log.replay())
+            self._follow()
+
     # -- the tree -------------------------------------------------------------------------
 
     def entries(self) -> list[Entry]:
@@ -270,7 +305,7 @@ class Controller:
         be sketches (`SessionLog.sketch`: read through the index, only the branch and the
         labels are parsed)."""
         log = self._need_file("/tree")
-        entries = log.sketch()[0] if folded else self.entries()
+        entries = with_attempts(log.sketch()[0], log.entry) if folded else self.entries()
         return entries, self.tip()
 
     def back(self, entry_id: str, *, files: Files | None = None, summarize: bool = False,

@@ -15,8 +15,8 @@ from typing import Any
 
 from mulligan.brief import cut, flat, message_line
 from mulligan.session.branches import (
+    all_labels,
     children_of,
-    labels_of,
     message_leaves,
     message_of,
     path_ids,
@@ -48,6 +48,8 @@ def describe(entry: Mapping[str, Any]) -> str:
     if kind == "session_info":
         bits = [f"{k} {entry[k]}" for k in ("name", "model", "cwd", "origin_file") if entry.get(k)]
         return "session: " + ", ".join(bits)
+    if kind == "check":
+        return f"✓ check {flat(entry.get('command', ''))} → exit {entry.get('exit_code')}"
     if kind == "model_change":
         return f"model → {entry.get('provider', '')}/{entry.get('model', '')}".replace("→ /", "→ ")
     return str(kind)
@@ -65,7 +67,7 @@ def render_tree(
     children = children_of(entries)
     by_id = {entry["id"]: entry for entry in entries}
     on_path = set(path_ids(entries, tip))
-    labels = labels_of(entries)
+    labels = all_labels(entries)
     hidden = {e["id"] for e in entries if e.get("type") == "label"}
     id_width = max(len(e["id"]) for e in entries) + 1
     drawn: set[str] = set()

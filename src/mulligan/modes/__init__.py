@@ -18,6 +18,7 @@ from mulligan.modes.sessions import (
     session_migrate,
     session_repair,
     sessions_back,
+    sessions_diff,
     sessions_export,
     sessions_files,
     sessions_ls,
@@ -28,6 +29,6 @@ from mulligan.modes.sessions import (
 )
 
 __all__ = ["UsageError", "gc", "run_interactive", "run_print", "session_check",
-           "session_migrate", "session_repair", "sessions_back", "sessions_export",
+           "session_migrate", "session_repair", "sessions_back", "sessions_diff", "sessions_export",
            "sessions_files", "sessions_ls", "sessions_pull", "sessions_push", "sessions_show",
            "sessions_tree"]

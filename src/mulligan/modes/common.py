@@ -102,11 +102,14 @@ def build_controller(args: argparse.Namespace, err: TextIO, *, defer: bool = Fal
         else None
     secrets = Secrets.of(os.environ, config)
     settings = config.get("tools", {})
-    tools = coding_tools(cwd, bash_timeout=settings.get("bash_timeout", 120.0),
-                         bash_timeout_max=settings.get("bash_timeout_max", 1800.0),
-                         hide_env=secrets.hidden, sandbox=sandbox)
+
+    def tools_in(folder: Path) -> list[Any]:
+        return coding_tools(folder, bash_timeout=settings.get("bash_timeout", 120.0),
+                            bash_timeout_max=settings.get("bash_timeout_max", 1800.0),
+                            hide_env=secrets.hidden, sandbox=sandbox)
+
     permissions = Permissions(mode, cwd)
-    tools = permissions.guard(tools)
+    tools = permissions.guard(tools_in(cwd))
     controller = Controller(
         model=model, tools=tools, cwd=cwd, home=home, session_file=session_file,
         max_turns=args.max_turns, system_prompt_file=prompt_file, redact=secrets.redact,
@@ -117,7 +120,8 @@ def build_controller(args: argparse.Namespace, err: TextIO, *, defer: bool = Fal
         compaction_model=resolve(config["compaction"]["model"], base_url=None, home=home,
                                  defer=defer) if config.get("compaction", {}).get("model")
         else None,
-        resolver=lambda name: resolve(name, base_url=args.base_url, home=home, err=err))
+        resolver=lambda name: resolve(name, base_url=args.base_url, home=home, err=err),
+        tools_for=lambda folder: Permissions("auto", folder).guard(tools_in(folder)))
     # The session just read back lives as long as the run: the cyclic collector need never
     # walk it (a 100k-entry transcript made every full collection a long pause).
     collector.freeze()

@@ -14,6 +14,7 @@ from types import FrameType
 from typing import Any, TextIO
 
 from mulligan.modes.common import (
+    UsageError,
     build_controller,
     with_images,
 )
@@ -30,6 +31,12 @@ def run_print(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     piped = _piped_stdin() if args.print != "-" else ""
     if piped.strip():  # `cat log | mulligan -p "why does it fail?"`, as claude -p does
         task = f"{task}\n\n{piped}"
+    if getattr(args, "attempts", None) is not None:
+        from mulligan.modes.attempts import run_attempts
+
+        return run_attempts(args, task, out, err)
+    if getattr(args, "check", None) or getattr(args, "adopt", False):
+        raise UsageError("--check and --adopt go with --attempts N")
     content = with_images(task, args.image or [])  # before anything is started or written
     controller = build_controller(args, err)
     try:

@@ -75,6 +75,10 @@ def sessions_tree(args: argparse.Namespace, out: TextIO) -> int:
     # Folded at the tip, the tree draws whole only the branch and the labels: through the
     # index that is all that is parsed, and a file with a valid index was read whole once.
     entries, sketched = log.sketch() if folded else (list(log.entries()), False)
+    if sketched:  # what labels the attempts, read whole
+        from mulligan.session.branches import with_attempts
+
+        entries = with_attempts(entries, log.entry)
     width = args.width or _terminal_width(out)
     for line in render_tree(entries, leaf, fold=not args.all, width=width):
         print(line, file=out)
@@ -185,6 +189,19 @@ def sessions_back(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
+def sessions_diff(args: argparse.Namespace, out: TextIO) -> int:
+    """`mulligan sessions diff FILE A B`: two entries' branches side by side (A and B are entry
+    ids, or attempt numbers of the newest attempts): the files as one diff between their
+    final trees, then each transcript from where they fork."""
+    from mulligan.app.attempts.record import compare
+    from mulligan.app.workspace.snapshots import Store
+
+    log = open_named(args)
+    for line in compare(log, Store(home_of()), args.a, args.b):
+        print(line, file=out)
+    return 0
+
+
 def back_summarised(args: argparse.Namespace, log: Any, home: Path, checkpoints: Any,
                     files: Files | None) -> Any:
     """`sessions back --summarize`: the going back, the attempt left summarised first by
@@ -237,6 +254,11 @@ def gc(args: argparse.Namespace, out: TextIO) -> int:
     trees, blobs, freed = store.gc(keep)
     print(f"freed {trees} snapshot(s) and {blobs} file copies, {freed / 1e6:.1f} MB; the "
           f"store holds {store.size() / 1e6:.1f} MB in {store.root}", file=out)
+    from mulligan.app.attempts.folders import gc_folders
+
+    groups = gc_folders(home)
+    if groups:
+        print(f"removed the folders of {groups} attempt group(s) over a day old", file=out)
     return 0
 
 

@@ -36,7 +36,7 @@ URL_VARIABLES = {"anthropic": "ANTHROPIC_BASE_URL", "openai": "OPENAI_BASE_URL"}
 # local provider, when a local model is resolved) and the coding session's settings (read by
 # mulligan.app; checked here, so a typo is named at once).
 _TOP_LEVEL = ("model", "providers", "local", "tools", "checkpoints", "summarize_on_back",
-              "permission_mode", "compaction", "store")
+              "permission_mode", "compaction", "store", "attempts")
 _SETTINGS: dict[str, dict[str, type | tuple[type, ...]]] = {
     "anthropic": {"api_key": str, "base_url": str, "max_tokens": int, "thinking_budget": int,
                   "timeout": (int, float), "max_retries": int, "idle_timeout": (int, float),
@@ -87,6 +87,7 @@ def load_config(home: Path) -> dict[str, Any]:
                   {"enabled": bool, "max_file_mb": (int, float), "max_snapshot_mb": (int, float)})
     _check_fields(path, "compaction", config.get("compaction", {}),
                   {"auto": bool, "keep_tokens": int, "reserve_tokens": int, "model": str})
+    _check_fields(path, "attempts", config.get("attempts", {}), {"share": list})
     tools = config.get("tools", {})
     _check_fields(path, "tools", tools, {"hide_env": list, "bash_timeout": (int, float),
                                          "bash_timeout_max": (int, float)})

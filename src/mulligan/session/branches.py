@@ -127,3 +127,46 @@ def user_messages_on_path(entries: Sequence[Entry], leaf_id: str | None) -> list
     by_id = {entry["id"]: entry for entry in entries}
     return [by_id[i] for i in path_ids(entries, leaf_id)
             if (message_of(by_id[i]) or {}).get("role") == "user"]
+
+
+def attempt_labels(entries: Sequence[Entry]) -> dict[str, str]:
+    """For the first entry of each parallel attempt (a user message entry carrying
+    ``"attempt": {"group", "index", "of", "model"}``), its label: ``attempt 2/4 · model ·
+    check passed`` (``check failed (exit 1)`` / no check part). Hostile values are text."""
+    checks: dict[tuple[str, str], Any] = {}
+    for entry in entries:
+        meta = entry.get("attempt")
+        if entry.get("type") == "check" and isinstance(meta, Mapping):
+            checks[(str(meta.get("group")), str(meta.get("index")))] = entry.get("exit_code")
+    labels: dict[str, str] = {}
+    for entry in entries:
+        meta = entry.get("attempt")
+        if entry.get("type") != "message" or not isinstance(meta, Mapping):
+            continue
+        parts = [f"attempt {meta.get('index')}/{meta.get('of')}", str(meta.get("model", ""))]
+        key = (str(meta.get("group")), str(meta.get("index")))
+        if key in checks:
+            code = checks[key]
+            parts.append("check passed" if code == 0 else f"check failed (exit {code})")
+        labels[str(entry.get("id"))] = " · ".join(p for p in parts if p)
+    return labels
+
+
+def all_labels(entries: Sequence[Entry]) -> dict[str, str]:
+    """The labels to show: each attempt's (`attempt_labels`), then the user's (`labels_of`),
+    joined by ", " where an entry has both."""
+    labels = attempt_labels(entries)
+    for entry_id, text in labels_of(entries).items():
+        labels[entry_id] = f"{labels[entry_id]}, {text}" if entry_id in labels else text
+    return labels
+
+
+def with_attempts(entries: Sequence[Any], entry_of: Any) -> list[Any]:
+    """A folded tree's sketch (`SessionLog.sketch`) with the entries that label attempts made
+    whole: the first message of each branch off another entry's first child, and the entries
+    of kinds the sketch does not name (a check is one). `entry_of(id)` reads one entry."""
+    children = children_of(entries)
+    wanted = {kid for kids in children.values() if len(kids) > 1 for kid in kids}
+    return [entry_of(e["id"]) if set(e) == {"id", "parent_id", "type"} and (
+        e["type"] == "other" or (e["type"] == "message" and e["id"] in wanted)) else e
+        for e in entries]

@@ -226,9 +226,10 @@ class SessionLog:
         """Append a note that the session went on with another model."""
         return self.append_entry("model_change", provider=provider, model=model)
 
-    def append_entry(self, type: str, **fields: Any) -> str:
+    def append_entry(self, type: str, *, parent_id: str | None = None, **fields: Any) -> str:
         """Append an entry of any other type (session_info, model_change, compaction, ...);
-        it hangs on the tree at the tip and rows() steps over it. "message" and "branch"
+        it hangs on the tree at the tip (or under entry `parent_id`: UnknownEntry naming it,
+        nothing written, when absent) and rows() steps over it. "message" and "branch"
         have their own methods, which keep their rules."""
         if type in ("message", "branch", "branch_summary"):
             raise ValueError(f"use append_message, branch_to or branch_summary_to for a "
@@ -236,7 +237,7 @@ class SessionLog:
         if "message" in fields:  # a reader would refuse the line: a message only on a message
             raise ValueError(f"a {type!r} entry cannot carry a message")
         _check_meta(fields)
-        return self._append(type, fields)
+        return self._append(type, fields, parent=parent_id)
 
     def _append(self, type_: str, fields: dict[str, Any], *, parent: str | None = None,
                 needs: str | None = None) -> str:

@@ -31,7 +31,7 @@ from mulligan.app.workspace.diffs import snapshot_diff
 from mulligan.app.workspace.snapshots import Store
 from mulligan.brief import call_text, cut, flat, message_line
 from mulligan.messages import content_text, image_note, images_in
-from mulligan.session.branches import blocks_of, children_of, labels_of, message_of, path_ids
+from mulligan.session.branches import all_labels, blocks_of, children_of, message_of, path_ids
 
 __all__ = ["to_html"]
 
@@ -44,7 +44,7 @@ def to_html(entries: Sequence[Entry], tip: str | None, *, title: str, session: b
             file_name: str, system: str | None = None, store: Store | None = None,
             redact: Callable[[str], str] = lambda text: text) -> str:
     """The page (see the module docstring)."""
-    labels = labels_of(entries)
+    labels = all_labels(entries)
     on_path = set(path_ids(entries, tip))
     info = next((e for e in entries if e.get("type") == "session_info"), {})
     meta = " · ".join(f"{key} {info[key]}" for key in ("name", "model", "cwd", "created")

@@ -1,0 +1,1 @@
+"""Parallel attempts: N tries from one entry, each in its own folder; compared, one adopted."""
