@@ -29,6 +29,12 @@ class ThinkingBlock(TypedDict):
     # Thinking the provider sent only in encrypted form.
     redacted: NotRequired[bool]
     data: NotRequired[str]
+    # Whose thinking this is, when not Anthropic's ("openai", "google"): each provider sends
+    # back only its own. OpenAI's reasoning item: its id and encrypted content; Gemini's
+    # thought signature is kept in `encrypted_content` too (base64).
+    provider: NotRequired[str]
+    item_id: NotRequired[str]
+    encrypted_content: NotRequired[str]
 
 
 class ToolCallBlock(TypedDict):
@@ -67,6 +73,7 @@ class Usage(TypedDict, total=False):
     output: int
     cache_read: int
     cache_write: int
+    reasoning: int  # output tokens spent thinking, where the provider counts them apart
 
 
 class UserMessage(TypedDict):

@@ -175,6 +175,8 @@ def _assistant_blocks(message: AssistantMessage, sent_calls: set[str]) -> list[d
         elif failed:
             continue
         elif block["type"] == "thinking":
+            if block.get("provider", "anthropic") != "anthropic":
+                continue  # another provider's thinking: not Anthropic's to check
             if block.get("redacted"):
                 blocks.append({"type": "redacted_thinking", "data": block.get("data", "")})
             elif block.get("signature"):

@@ -7,6 +7,8 @@ and a few per-provider settings.
                            idle_timeout = 120  deadline = 600   (seconds; see streaming.py)
     [providers.openai]     api_key = "..."  base_url = "..."  max_tokens = 4096
                            timeout = 600  max_retries = 4
+                           openai_api = "responses" | "chat"  (default: the Responses API
+                           against OpenAI's endpoint, Chat Completions with a base URL)
     [local]                n_ctx = 4096  n_threads = 2  max_tokens = 512
     [checkpoints]          enabled = true  max_file_mb = 20  max_snapshot_mb = 1024
     [compaction]           auto = true  keep_tokens = 20000  reserve_tokens = 16000
@@ -42,7 +44,8 @@ _SETTINGS: dict[str, dict[str, type | tuple[type, ...]]] = {
                   "timeout": (int, float), "max_retries": int, "idle_timeout": (int, float),
                   "deadline": (int, float)},
     "openai": {"api_key": str, "base_url": str, "max_tokens": int, "timeout": (int, float),
-               "max_retries": int, "idle_timeout": (int, float), "deadline": (int, float)},
+               "max_retries": int, "idle_timeout": (int, float), "deadline": (int, float),
+               "openai_api": str},
 }
 
 
@@ -125,6 +128,10 @@ def _check_table(path: Path, provider: str, table: object) -> None:
         raise ConfigError(f"{path}: [providers.{provider}]: unknown provider; known: "
                           f"{', '.join(_SETTINGS)}")
     _check_fields(path, f"providers.{provider}", table, known, hidden={"api_key"})
+    api = table.get("openai_api") if isinstance(table, dict) else None
+    if api is not None and api not in ("responses", "chat"):
+        raise ConfigError(f"{path}: [providers.openai] openai_api = {api!r}: \"responses\" "
+                          "(OpenAI's Responses API) or \"chat\" (Chat Completions)")
 
 
 def provider_settings(config: Mapping[str, Any], provider: str) -> dict[str, Any]:

@@ -178,6 +178,11 @@ def _build(provider: str, model_id: str, key: str, url: str | None,
         from mulligan.providers.anthropic import AnthropicModel
 
         return AnthropicModel(model_id, api_key=key, base_url=url, **settings)
+    api = settings.pop("openai_api", None) or ("responses" if is_openai_itself(url) else "chat")
+    if api == "responses":
+        from mulligan.providers.openai_responses import OpenAIResponsesModel
+
+        return OpenAIResponsesModel(model_id, api_key=key, base_url=url, **settings)
     from mulligan.providers.openai_chat import OpenAIChatModel
 
     return OpenAIChatModel(model_id, api_key=key, base_url=url, **settings)
