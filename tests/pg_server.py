@@ -77,6 +77,12 @@ class Server:
                   "-w", "-t", "60", "start")
         return self
 
+    def restart(self) -> None:
+        """Stop the server (every connection dropped, every advisory lock gone) and start it
+        again on the same port and data."""
+        data = str(self.folder / "data")
+        self._run("pg_ctl", "-D", data, "-m", "fast", "-w", "-t", "60", "restart")
+
     def stop(self) -> None:
         try:
             self._run("pg_ctl", "-D", str(self.folder / "data"), "-m", "immediate", "-w",

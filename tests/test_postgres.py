@@ -20,9 +20,11 @@ from pathlib import Path
 import orjson
 import pytest
 
+import pg_server
 from mulligan.session import (
     BadEntry,
     CircularParent,
+    MissingLine,
     MissingParent,
     NoParentKey,
     NotAnObject,
@@ -266,6 +268,69 @@ def test_a_connection_dropped_mid_append_leaves_the_entry_or_nothing(pg_url):
     assert database.log("s1").replay() == [user("before")]  # nothing half-written
     assert log.append_message(user("after")) == "e2"  # a new connection, the right id
     assert database.log("s1").replay() == [user("before"), user("after")]
+
+
+def test_a_lease_holder_whose_connection_dropped_stops_writing_until_it_holds_it_again():
+    """A server restart drops every connection and with them the lease's advisory lock; a
+    second writer takes the lease. The first one's next append is refused (LeaseHeld naming
+    the second), nothing written; once the second lets go, the first takes the lease back
+    and writes again. Its own server: the restart must not touch the other tests'."""
+    problem = pg_server.problem()
+    if problem is not None:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI must run the PostgreSQL tests: {problem}")
+        pytest.skip(problem)
+    server = pg_server.Server().start()
+    try:
+        first = Database(server.url).log("s1")
+        first.lease()
+        assert first.append_message(user("first, before the restart")) == "e1"
+        server.restart()
+        code = ("import sys, time; sys.path.insert(0, sys.argv[2])\n"
+                "from mulligan.session.postgres import Database\n"
+                "log = Database(sys.argv[1]).log('s1')\n"
+                "lease = log.lease()\n"
+                "log.append_message({'role': 'user', 'content': 'second'})\n"
+                "print('held', flush=True); sys.stdin.readline()\n")
+        second = subprocess.Popen([PYTHON, "-c", code, server.url, SRC], text=True,
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        try:
+            assert second.stdout is not None and second.stdout.readline().strip() == "held"
+            # its own connection went with the restart: said as before, nothing written
+            with pytest.raises(StoreUnavailable):
+                first.append_message(user("first, after the restart"))
+            with pytest.raises(LeaseHeld, match=f"pid {second.pid} "):
+                first.append_message(user("first, after the restart"))
+            assert second.stdin is not None
+            second.stdin.write("\n")
+            second.stdin.close()
+            assert second.wait(timeout=30) == 0
+        finally:
+            second.kill()
+            second.wait()
+        assert first.append_message(user("first, holding it again")) == "e3"
+        assert [m["content"] for m in Database(server.url).log("s1").replay()] == [
+            "first, before the restart", "second", "first, holding it again"]
+    finally:
+        server.stop()
+
+
+@pytest.mark.parametrize("lines", [3, 2500])  # read at once; read streamed, past a chunk
+def test_a_gap_in_the_database_lines_is_refused_naming_the_missing_line(pg_url, lines):
+    database = Database(pg_url)
+    log = database.log("s1")
+    for n in range(lines):
+        log.append_message(user(f"m{n}"))
+    missing = lines + 1
+    _insert_raw(pg_url, "s1", lines + 2, orjson.dumps(
+        {"id": f"e{lines + 2}", "type": "message", "parent_id": f"e{lines}",
+         "timestamp": "2026-12-01T00:00:00.000Z", "message": user("past a gap")}))
+    for reader in (database.log("s1"), log):  # a fresh read, and one catching up
+        with pytest.raises(MissingLine) as refused:
+            reader.replay()
+        assert refused.value.line == missing and f"line {missing}" in str(refused.value)
+        with pytest.raises(MissingLine):
+            reader.append_message(user("more"))
 
 
 # ---- the commands ---------------------------------------------------------------------

@@ -67,6 +67,10 @@ class CircularParent(SessionError):
     """A parent chain that comes back to an entry already walked through (named there)."""
 
 
+class MissingLine(SessionError):
+    """A store whose lines skip a number (a database row inserted by hand past the log)."""
+
+
 class UnknownEntry(SessionError):
     """An id asked for (branch_to, a label's target, entry(), path()) that is in no entry."""
 

@@ -34,17 +34,18 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 from psycopg import errors as pg_errors
 
-from mulligan.session.errors import DuplicateId
+from mulligan.session.errors import DuplicateId, MissingLine
 from mulligan.session.log import SessionLog
+from mulligan.session.pg_lease import HELD, AdvisoryLease, StoreUnavailable, unavailable
+from mulligan.session.pg_lease import first_line as _first_line
 
-if TYPE_CHECKING:
-    from mulligan.session.pg_lease import AdvisoryLease
+__all__ = ["Database", "PostgresStorage", "StoreUnavailable", "UnknownSession", "unavailable"]
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS mulligan_sessions (
@@ -99,10 +100,6 @@ _SCHEMA_LOCK = 0x6D756C6C  # "mull": one schema creator at a time
 
 class UnknownSession(ValueError):
     """No session has that id in the database."""
-
-
-class StoreUnavailable(OSError):
-    """The database cannot be reached, or the connection dropped: names the database."""
 
 
 def display(url: str) -> str:
@@ -261,6 +258,7 @@ class PostgresStorage:
         self._conn: psycopg.Connection[Any] | None = None
         self._seq = 0
         self._exists = False
+        self._lease: AdvisoryLease | None = None
 
     def _connection(self) -> psycopg.Connection[Any]:
         if self._conn is None or self._conn.closed or self._conn.broken:
@@ -285,9 +283,10 @@ class PostgresStorage:
         return self._exists
 
     def lease(self) -> AdvisoryLease:
-        from mulligan.session.pg_lease import AdvisoryLease
-
-        return AdvisoryLease(self)
+        """The session's lease, kept: every later append through this storage first makes
+        sure the lease still holds its lock (see `appending`)."""
+        self._lease = AdvisoryLease(self.database.connect, self.session_id, self.name)
+        return self._lease
 
     def fetch(self) -> tuple[bool, bytes | Iterator[bytes]]:
         with unavailable(self.name):
@@ -298,6 +297,8 @@ class PostgresStorage:
         if self._seq == 0:  # a first read, likely big: stream it (see _stream)
             return False, _stream(conn, self.name, (self.session_id,))
         rows = conn.execute(_LINES_AFTER, (self.session_id, self._seq), binary=True).fetchall()
+        if rows and rows[-1][0] != self._seq + len(rows):  # a gap: the lines up to it, then no
+            return False, _up_to_gap(rows, self._seq + 1, self.name)
         return False, _joined(rows)
 
     def accept(self, data: bytes, used: int) -> None:
@@ -312,22 +313,48 @@ class PostgresStorage:
                     conn.execute("INSERT INTO mulligan_sessions (id, host) VALUES (%s, %s) "
                                  "ON CONFLICT (id) DO NOTHING",
                                  (self.session_id, socket.gethostname()))
-                row = conn.execute("SELECT entries FROM mulligan_sessions WHERE id = %s "
-                                   "FOR UPDATE", (self.session_id,)).fetchone()
+                lease = self._lease
+                held = lease.held_by() if lease is not None else None
+                if held is None:
+                    row = conn.execute("SELECT entries, true FROM mulligan_sessions WHERE "
+                                       "id = %s FOR UPDATE", (self.session_id,)).fetchone()
+                else:  # the lease's lock, asked for in the same round trip
+                    row = conn.execute(f"SELECT entries, {HELD} FROM mulligan_sessions WHERE "
+                                       "id = %s FOR UPDATE", (*held, self.session_id)
+                                       ).fetchone()
+                if row is not None and not row[1] and lease is not None:
+                    # The lock went (a server restart, the lease's connection dropped) and
+                    # another process may have taken it: write only once it is ours again.
+                    lease.regain()
                 yield None if row is None else _PostgresWriter(self, conn)
 
 
-_LINES_AFTER = "SELECT line FROM mulligan_entries WHERE session = %s AND seq > %s ORDER BY seq"
+_LINES_AFTER = ("SELECT seq, line FROM mulligan_entries WHERE session = %s AND seq > %s "
+                "ORDER BY seq")
 _CHUNK = 1000  # rows a streamed read hands over at a time
 _DONE = object()
 
 
 def _joined(rows: list[Any]) -> bytes:
+    """(seq, line) rows as the bytes of their lines, each newline-ended."""
     if not rows:
         return b""
-    lines = [row[0] for row in rows]
+    lines = [row[1] for row in rows]
     lines.append(b"")
     return b"\n".join(lines)
+
+
+def _up_to_gap(rows: list[Any], seq: int, name: str) -> Iterator[bytes]:
+    """The lines before the first gap in the (seq, line) rows, the first meant to be line
+    `seq`; then MissingLine naming the line that is not there. A gap can only be made by
+    hand (INSERT past the log): read on, every later line would be named by a wrong number."""
+    for at, row in enumerate(rows):
+        if row[0] != seq + at:
+            yield _joined(rows[:at])
+            raise MissingLine(f"the database has no line {seq + at}: the next line it holds "
+                              f"is line {row[0]} (a line inserted by hand past the log)",
+                              file=name, line=seq + at)
+    yield _joined(rows)
 
 
 def _stream(conn: psycopg.Connection[Any], name: str, params: tuple[str]) -> Iterator[bytes]:
@@ -343,11 +370,16 @@ def _stream(conn: psycopg.Connection[Any], name: str, params: tuple[str]) -> Ite
         try:
             with conn.transaction(), conn.cursor(name="mulligan_replay", binary=True) as cur:
                 cur.execute(_LINES_AFTER, (*params, 0))
+                seq = 1
                 while not stop.is_set():
                     rows = cur.fetchmany(_CHUNK)
                     if not rows:
                         break
+                    if rows[-1][0] != seq + len(rows) - 1:
+                        chunks.put(_up_to_gap(rows, seq, name))
+                        break
                     chunks.put(_joined(rows))
+                    seq += len(rows)
             chunks.put(_DONE)
         except BaseException as exc:  # handed to the reader, which raises it
             chunks.put(exc)
@@ -362,7 +394,10 @@ def _stream(conn: psycopg.Connection[Any], name: str, params: tuple[str]) -> Ite
             if isinstance(item, BaseException):
                 with unavailable(name):
                     raise item
-            yield item
+            if isinstance(item, bytes):
+                yield item
+            else:  # the lines up to a gap, then the refusal: after the reader has stopped
+                yield from item
     finally:
         stop.set()
         while reader.is_alive():  # let it finish its chunk and close the cursor
@@ -402,20 +437,6 @@ class _PostgresWriter:
             conn.execute("INSERT INTO mulligan_folders (session, host, cwd) VALUES "
                          "(%s, %s, %s) ON CONFLICT (session, host) DO UPDATE SET cwd = "
                          "EXCLUDED.cwd", (storage.session_id, _host_of(entry), cwd))
-
-
-@contextmanager
-def unavailable(name: str) -> Iterator[None]:
-    """Turn a lost or unusable connection into StoreUnavailable naming the database."""
-    try:
-        yield
-    except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
-        raise StoreUnavailable(f"{name}: the database connection failed: "
-                               f"{_first_line(exc)}") from None
-
-
-def _first_line(exc: BaseException) -> str:
-    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
 
 
 def _parse(line: bytes) -> dict[str, Any]:
