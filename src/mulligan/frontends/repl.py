@@ -35,6 +35,7 @@ from mulligan import __version__
 from mulligan.app import Controller, LeaseHeld, Refused, model_label
 from mulligan.app.permissions import Answer, Question
 from mulligan.frontends.attachments import with_attachments
+from mulligan.frontends.attempt_commands import busy, live_lines, stop_all
 from mulligan.frontends.commands import (
     back_before,
     count,
@@ -117,7 +118,9 @@ class Repl:
         @kb.add("c-c")
         def _interrupt(event: KeyPressEvent) -> None:
             buffer = event.current_buffer
-            if self.controller.is_running:
+            if stop_all(self.controller):
+                self._print("stopping every attempt…", "yellow")
+            elif self.controller.is_running:
                 self.controller.abort()
                 self._print("aborting the run…", "yellow")
             elif buffer.text:
@@ -165,6 +168,7 @@ class Repl:
             if partial:
                 lines.append(partial[-(self.console.width - 1):])
             lines.append(line)
+        lines += live_lines(self.controller, self.console.width)  # parallel attempts
         lines.append(self._status)
         return "\n".join(lines)
 
@@ -312,6 +316,11 @@ class Repl:
             self._print(f"(queued as steering: {text})", "dim")
 
     def _start_run(self, text: str) -> None:
+        if busy(self.controller):
+            self._print("attempts are running: wait for them, or /stop (/attempts shows "
+                        "them)", "red")
+            self._mark_idle()
+            return
         content = with_attachments(text, self.controller.cwd, self._print)  # @shot.png
         if content is None:
             self._mark_idle()

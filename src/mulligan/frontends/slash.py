@@ -20,7 +20,7 @@ from mulligan.app import Controller, LeaseHeld, Refused
 from mulligan.session import SessionError, UnknownEntry
 
 # Each module registers its commands when imported; `commands()` imports them on first use.
-COMMAND_MODULES = ("mulligan.frontends.commands",)
+COMMAND_MODULES = ("mulligan.frontends.commands", "mulligan.frontends.attempt_commands")
 
 Handler = Callable[..., "Outcome"]
 

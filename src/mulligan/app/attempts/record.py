@@ -121,7 +121,9 @@ def _row(first: Entry, own: list[Entry], entries: Sequence[Entry], store: Store 
     row.cost = cost if price is not None else None
     if last_message is None or last_message.get("role") != "assistant":
         row.error = "did not finish"
-    elif last_message.get("stop_reason") in ("error", "aborted"):
+    elif last_message.get("stop_reason") == "aborted":
+        row.error = "stopped"
+    elif last_message.get("stop_reason") == "error":
         row.error = str(last_message.get("error_message") or last_message.get("stop_reason"))
     row.seconds = _seconds(own[0].get("timestamp"), own[-1].get("timestamp"))
     after = workspace_of(first).get("after")
@@ -160,7 +162,7 @@ def table_lines(rows: Sequence[Row]) -> list[str]:
         check = "-" if row.check is None else ("passed" if row.check == 0 else
                                                f"failed (exit {row.check})")
         if row.error:
-            check = f"error: {row.error}"[:16]
+            check = row.error if row.error == "stopped" else f"error: {row.error}"[:16]
         cost = "-" if row.cost is None else f"${row.cost:.3f}"
         lines.append(f"{row.index:>2}  {row.model[:24]:<24} {row.turns:>5} "
                      f"{_count(row.tokens):>7} {cost:>7} {row.seconds:>5.1f}s  {check:<16} "

@@ -88,7 +88,8 @@ class Attempts:
                  check: str | None = None, check_timeout: float = CHECK_TIMEOUT,
                  redact: Callable[[Message], Message] | None = None,
                  share: Sequence[str] = SHARED,
-                 on_change: Callable[[Attempt], None] | None = None) -> None:
+                 on_change: Callable[[Attempt], None] | None = None,
+                 on_done: Callable[[Attempts], None] | None = None) -> None:
         if not models:
             raise ValueError("attempts need at least one model")
         self.log, self.store, self.cwd, self.home = log, store, Path(cwd), Path(home)
@@ -96,7 +97,8 @@ class Attempts:
         self.check_timeout = check_timeout
         self.group = time.strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(3)
         self._setup, self._redact = setup, redact
-        self._share, self._on_change = tuple(share), on_change
+        self._share, self._on_change, self._on_done = tuple(share), on_change, on_done
+        self._closing = threading.Lock()
         self.attempts = [Attempt(k + 1, len(models), m, folder_for(home, self.group, k + 1),
                                  model_name=model_label(m)) for k, m in enumerate(models)]
         self._threads: list[threading.Thread] = []
@@ -122,6 +124,15 @@ class Attempts:
                                       name=f"attempt-{attempt.index}", daemon=True)
             self._threads.append(thread)
             thread.start()
+        # writes the branch line back to X as soon as the last one ends, then says so
+        threading.Thread(target=self._close, name="attempts-close", daemon=True).start()
+
+    def _close(self) -> None:
+        try:
+            self.wait()
+        finally:
+            if self._on_done is not None:
+                self._on_done(self)
 
     def stop(self, index: int | None = None) -> None:
         """Abort attempt `index` (1-based), or every one (None)."""
@@ -143,8 +154,9 @@ class Attempts:
             thread.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
         if self.running:
             return False
-        if self.closed is None:
-            self.closed = self.log.branch_to(self.fork)
+        with self._closing:
+            if self.closed is None:
+                self.closed = self.log.branch_to(self.fork)
         return True
 
     # ---- one attempt, on its own thread ----------------------------------------------------

@@ -11,6 +11,7 @@ files back.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Sequence
 
 from mulligan.app.attempts.folders import SHARED, remove_group
@@ -19,7 +20,10 @@ from mulligan.app.attempts.run import CHECK_TIMEOUT, Attempt, Attempts
 from mulligan.app.controller import Controller, Refused
 from mulligan.app.rewind.back import Back, Files
 
-__all__ = ["AUTO_NOTE", "adopt", "start_attempts"]
+__all__ = ["AUTO_NOTE", "adopt", "running", "start_attempts"]
+
+# The attempts each Controller started last (the REPL's /attempts, /stop, its live lines).
+_LATEST: weakref.WeakKeyDictionary[Controller, Attempts] = weakref.WeakKeyDictionary()
 
 AUTO_NOTE = ("attempts run in copies of the folder under $MULLIGAN_HOME/attempts with "
              "permission mode auto (nothing asks)")
@@ -28,12 +32,16 @@ AUTO_NOTE = ("attempts run in copies of the folder under $MULLIGAN_HOME/attempts
 def start_attempts(controller: Controller, text: str, count: int,
                    model_names: Sequence[str] = (), *, check: str | None = None,
                    check_timeout: float = CHECK_TIMEOUT, share: Sequence[str] = SHARED,
-                   on_change: Callable[[Attempt], None] | None = None) -> Attempts:
+                   on_change: Callable[[Attempt], None] | None = None,
+                   on_done: Callable[[Attempts], None] | None = None) -> Attempts:
     """Start `count` attempts of `text` from the session's tip; models are used in turn
     (`model_names` a, b with 4 attempts: a, b, a, b; none: the session's model). Refused
     without a session file, without checkpoints, or for a count under 1."""
     if count < 1:
         raise Refused("/try: the number of attempts must be at least 1")
+    going = running(controller)
+    if going is not None and going.running:
+        raise Refused("/try: attempts are running (/attempts shows them, /stop stops them)")
     if controller.checkpoints is None or not controller.checkpoints.enabled:
         raise Refused("/try: attempts need file checkpoints (they are off for this session)")
     models = [controller.model_named(model_names[k % len(model_names)]) if model_names
@@ -44,14 +52,16 @@ def start_attempts(controller: Controller, text: str, count: int,
     attempts = Attempts(
         log, controller.checkpoints.store, controller.cwd, controller.home, fork, text, models,
         setup=controller.for_folder, check=check, check_timeout=check_timeout,
-        redact=controller.harness.redact, share=share, on_change=on_change)
+        redact=controller.harness.redact, share=share, on_change=on_change,
+        on_done=on_done)
+    _LATEST[controller] = attempts
     attempts.start()
     return attempts
 
 
-def finish(controller: Controller, attempts: Attempts) -> None:
-    """After the attempts ended (`attempts.wait()` True): the session is back at X."""
-    controller.reload()
+def running(controller: Controller) -> Attempts | None:
+    """The attempts this process started last in `controller`'s session (running or not)."""
+    return _LATEST.get(controller)
 
 
 def adopt(controller: Controller, index: int, *, group: str | None = None,
@@ -59,6 +69,9 @@ def adopt(controller: Controller, index: int, *, group: str | None = None,
     """Adopt attempt `index` of `group` (default: the newest): see the module docstring.
     `files` "restore" is refused (RestoreRefused, nothing changed) naming every file in the
     way; "keep-mine" or "overwrite" say what to do with them."""
+    going = running(controller)
+    if going is not None and going.running:
+        raise Refused("/adopt: attempts are still running (/stop stops them)")
     rows = rows_of(controller.entries(), None, group)
     row = next((r for r in rows if r.index == index), None)
     if row is None:
