@@ -28,6 +28,7 @@ from mulligan.app.permissions import MODES, Permissions
 from mulligan.app.rewind.back import Back, Files, back_plan, go_back
 from mulligan.app.rewind.compaction import Compaction
 from mulligan.app.rewind.compaction import Settings as CompactionSettings
+from mulligan.app.secrets import Secrets
 from mulligan.app.sessions.catalog import SessionSummary
 from mulligan.app.sessions.stores import FileSessions, Sessions
 from mulligan.app.usage import Usage, usage_of
@@ -73,10 +74,11 @@ class Controller:
         checkpoints: Checkpoints | None = None, summarize_on_back: str = "ask",
         permissions: Permissions | None = None,
         compaction: CompactionSettings | None = None, compaction_model: Model | None = None,
-        sessions: Sessions | None = None,
+        sessions: Sessions | None = None, secrets: Secrets | None = None,
         tools_for: Callable[[Path], list[Tool]] | None = None,
     ) -> None:
         self.permissions = permissions
+        self.secrets = secrets  # the keys it redacts; `--mode json` scrubs events with them
         # The run's tools rooted in another folder (parallel attempts), asking nothing.
         self.tools_for = tools_for
         self._compaction = compaction or CompactionSettings()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, TextIO
 
 import orjson
@@ -18,7 +18,8 @@ class JsonRenderer:
     event's own (see mulligan.loop), but for message_update, which is written without its
     `message` (the whole partial reply again, on every delta: a 1.7 KB answer made 334 KB of
     JSON lines): its `delta` is what is new. `session(file)` writes the first line, naming
-    the session file. Something that is not JSON
+    the session file. `scrub` (the app's `EventScrubber`) turns each event into the events
+    shown in its place, with the known keys redacted. Something that is not JSON
     (it should never be there) is written as its ``str``. An integer over 64 bits (a model may
     put one in a tool call's arguments) is written as the number it is.
 
@@ -26,15 +27,25 @@ class JsonRenderer:
     failed (stop_reason "error" or "aborted"), else 0.
     """
 
-    def __init__(self, out: TextIO | None = None) -> None:
+    def __init__(self, out: TextIO | None = None, *,
+                 scrub: Callable[[Mapping[str, Any]], list[dict[str, Any]]] | None = None
+                 ) -> None:
         self.out = out if out is not None else sys.stdout
         self.status = 0
+        self._scrub = scrub
 
     def session(self, file: str | None, cwd: str) -> None:
         """The first line: which session file the run is recorded in (None: not saved)."""
         self({"type": "session", "file": file, "cwd": cwd})
 
     def __call__(self, event: Mapping[str, Any]) -> None:
+        if self._scrub is None:
+            self._write(event)
+            return
+        for shown in self._scrub(event):
+            self._write(shown)
+
+    def _write(self, event: Mapping[str, Any]) -> None:
         if event.get("type") == "message_update":
             event = {"type": "message_update", "delta": event.get("delta")}
         try:

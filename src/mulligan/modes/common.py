@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import gc as collector
-import os
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -78,8 +77,8 @@ def build_controller(args: argparse.Namespace, err: TextIO, *, defer: bool = Fal
     "auto"."""
     from mulligan.app.permissions import Permissions
     from mulligan.app.rewind.compaction import Settings as CompactionSettings
-    from mulligan.app.secrets import Secrets
-    from mulligan.providers.config import load_config
+    from mulligan.app.secrets import Secrets, guard_process
+    from mulligan.providers.config import environment, load_config
     from mulligan.tools import Sandbox, coding_tools, sandbox_problem
 
     home = home_of()
@@ -100,7 +99,8 @@ def build_controller(args: argparse.Namespace, err: TextIO, *, defer: bool = Fal
     session_file = choose_session(args, sessions, cwd)
     prompt_file = Path(args.system_prompt_file).expanduser() if args.system_prompt_file \
         else None
-    secrets = Secrets.of(os.environ, config)
+    secrets = Secrets.of(environment(), config)
+    guard_process(secrets.hidden)  # the keys out of the environment, this process unreadable
     settings = config.get("tools", {})
 
     def tools_in(folder: Path) -> list[Any]:
@@ -113,7 +113,7 @@ def build_controller(args: argparse.Namespace, err: TextIO, *, defer: bool = Fal
     controller = Controller(
         model=model, tools=tools, cwd=cwd, home=home, session_file=session_file,
         max_turns=args.max_turns, system_prompt_file=prompt_file, redact=secrets.redact,
-        redact_text=secrets.redact_text,
+        redact_text=secrets.redact_text, secrets=secrets,
         checkpoints=checkpoints_for(config, home, cwd) if session_file is not None else None,
         summarize_on_back=config.get("summarize_on_back", "ask"), permissions=permissions,
         compaction=CompactionSettings.of(config), sessions=sessions,

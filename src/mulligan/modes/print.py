@@ -43,7 +43,9 @@ def run_print(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         if controller.notice:  # a database session carried on here from another machine
             print(f"mulligan: {controller.notice}", file=err)
         controller.hold_lease()
-        renderer: Any = JsonRenderer(out) if args.mode == "json" else FinalTextRenderer(out, err)
+        renderer: Any = JsonRenderer(out, scrub=controller.secrets.scrubber()
+                                     if controller.secrets is not None else None) \
+            if args.mode == "json" else FinalTextRenderer(out, err)
         if args.mode == "json":
             renderer.session(controller.where, str(controller.cwd))
 

@@ -109,7 +109,7 @@ def sessions_export(args: argparse.Namespace, out: TextIO) -> int:
     from mulligan.app.secrets import Secrets
     from mulligan.app.workspace.snapshots import Store
     from mulligan.prompts import system_prompt
-    from mulligan.providers.config import load_config
+    from mulligan.providers.config import environment, load_config
 
     log, entries, leaf = _entries_and_leaf(args)
     if args.format == "md" and not args.output:
@@ -124,7 +124,7 @@ def sessions_export(args: argparse.Namespace, out: TextIO) -> int:
     target = export(log, args.format, Path(args.output) if args.output else None, home=home,
                     cwd=working_folder(args), folder=Path.cwd(), leaf=leaf, system=system,
                     store=Store(home),
-                    redact=Secrets.of(os.environ, load_config(home)).redact_text)
+                    redact=Secrets.of(environment(), load_config(home)).redact_text)
     print(f"wrote {target}", file=out)
     return 0
 

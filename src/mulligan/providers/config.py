@@ -23,8 +23,9 @@ or a setting that is unknown or of the wrong type, is a `ConfigError` naming the
 
 from __future__ import annotations
 
+import os
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, MutableMapping
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -47,6 +48,26 @@ _SETTINGS: dict[str, dict[str, type | tuple[type, ...]]] = {
                "max_retries": int, "idle_timeout": (int, float), "deadline": (int, float),
                "openai_api": str},
 }
+
+
+# The provider keys taken out of the environment at start-up (`withhold_keys`): held here,
+# in memory only, so no process this one starts inherits them.
+_WITHHELD: dict[str, str] = {}
+
+
+def withhold_keys(environ: MutableMapping[str, str],
+                  names: Iterable[str] = KEY_VARIABLES.values()) -> None:
+    """Move the variables `names` (the provider keys) out of `environ` into memory, where
+    `environment()` and `api_key(..., os.environ)` still find them."""
+    for name in names:
+        value = environ.pop(name, None)
+        if value is not None:
+            _WITHHELD[name] = value
+
+
+def environment() -> dict[str, str]:
+    """The environment Mulligan started with: os.environ and the keys withheld from it."""
+    return {**os.environ, **_WITHHELD}
 
 
 def config_path(home: Path) -> Path:
@@ -85,7 +106,8 @@ def load_config(home: Path) -> dict[str, Any]:
     for key, allowed in (("summarize_on_back", ("ask", "always", "never")),
                          ("permission_mode", ("ask", "edits", "auto"))):
         if key in config and config[key] not in allowed:
-            raise ConfigError(f"{path}: {key} = {config[key]!r}: one of {', '.join(allowed)}")
+            raise ConfigError(f"{path}: {key} = {_shown(config[key])}: one of "
+                              f"{', '.join(allowed)}")
     _check_fields(path, "checkpoints", config.get("checkpoints", {}),
                   {"enabled": bool, "max_file_mb": (int, float), "max_snapshot_mb": (int, float)})
     _check_fields(path, "compaction", config.get("compaction", {}),
@@ -96,8 +118,8 @@ def load_config(home: Path) -> dict[str, Any]:
                                          "bash_timeout_max": (int, float)})
     for key, value in tools.items():
         if key == "hide_env" and not all(isinstance(v, str) for v in value):
-            raise ConfigError(f"{path}: [tools] hide_env = {value!r}: expected a list of "
-                              "variable names")
+            raise ConfigError(f"{path}: [tools] hide_env = {_shown(value)}: expected a list "
+                              "of variable names")
         if key != "hide_env" and value <= 0:
             raise ConfigError(f"{path}: [tools] {key} = {value!r}: expected a number of "
                               "seconds above 0")
@@ -118,8 +140,19 @@ def _check_fields(path: Path, name: str, table: object,
                               f"{', '.join(fields)}")
         wanted = fields[key]
         if not isinstance(value, wanted) or (isinstance(value, bool) and wanted is not bool):
-            shown = "(hidden)" if key in hidden else repr(value)
+            shown = "(hidden)" if key in hidden else _shown(value)
             raise ConfigError(f"{path}: [{name}] {key} = {shown} has the wrong type")
+
+
+def _shown(value: object) -> str:
+    """A setting's value as an error may show it: a number or a truth value as it is; a
+    string, list or table only by its kind -- a key pasted into the wrong setting is never
+    echoed."""
+    if isinstance(value, bool | int | float):
+        return repr(value)
+    kinds: dict[type, str] = {str: "a string", list: "a list", dict: "a table"}
+    kind = kinds.get(type(value), "a value")
+    return f"({kind})"
 
 
 def _check_table(path: Path, provider: str, table: object) -> None:
@@ -144,6 +177,8 @@ def api_key(provider: str, config: Mapping[str, Any], env: Mapping[str, str]) ->
     config file's api_key, else None."""
     variable = KEY_VARIABLES.get(provider)
     from_env = env.get(variable, "").strip() if variable else ""
+    if variable and not from_env and env is os.environ:  # withheld at start-up
+        from_env = _WITHHELD.get(variable, "").strip()
     if from_env:
         return from_env
     configured = provider_settings(config, provider).get("api_key", "").strip()

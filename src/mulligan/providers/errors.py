@@ -48,9 +48,13 @@ class Failure:
     stall: bool = False
 
 
+MIN_SECRET = 8  # a shorter value would redact ordinary words; no real key is that short
+
+
 def redact(text: str, secret: str | None) -> str:
     """`text` with every occurrence of `secret` replaced, so that an error message that echoes
-    the request (some servers quote the key they were sent) cannot leak the key."""
-    if not secret:
+    the request (some servers quote the key they were sent) cannot leak the key. A `secret`
+    shorter than MIN_SECRET is left alone: "x" is no key, and "x-api-key" stays readable."""
+    if not secret or len(secret) < MIN_SECRET:
         return text
     return text.replace(secret, "[redacted]")

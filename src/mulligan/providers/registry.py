@@ -12,7 +12,6 @@ SDK modules and the local engine are imported only when a name needs them.
 from __future__ import annotations
 
 import importlib
-import os
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
@@ -24,6 +23,7 @@ from mulligan.providers.config import (
     KEY_VARIABLES,
     api_key,
     config_path,
+    environment,
     is_openai_itself,
     load_config,
     provider_settings,
@@ -77,7 +77,7 @@ def default_model_name(
     """(name, is_fallback): config.toml's ``model`` if set; else the default hosted model of
     the first provider with a key (Anthropic, then OpenAI); else the embedded local model, with
     is_fallback True."""
-    env = os.environ if env is None else env
+    env = environment() if env is None else env
     config = load_config(mulligan_home(env) if home is None else home)
     if config.get("model"):
         return config["model"], False
@@ -96,7 +96,7 @@ def resolve_model(
     config file's base_url, else the provider's own. With `defer`, a hosted model's SDK
     (anthropic ~0.8 s, openai ~0.3 s to import) is loaded on a background thread and the model
     returned at once (`Deferred`); every check above still happens here and now."""
-    env = os.environ if env is None else env
+    env = environment() if env is None else env
     home = mulligan_home(env) if home is None else home
     config = load_config(home)
     if name is None:
