@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from pathlib import Path
+
+import orjson
 
 from mulligan.frontends.tree import render_tree
 from mulligan.session import SessionLog
@@ -117,3 +121,45 @@ def test_a_damaged_message_is_drawn_as_damaged_not_a_crash(tmp_path):
     lines = drawn(log.entries(), log.tip())
     assert "damaged" in lines[0]
     assert "ai: ls([1])" in lines[1]
+
+
+def nested_attempts(path: Path, depth: int) -> None:
+    """A session whose abandoned attempts nest `depth` deep: each one's first entry has two
+    children, the next nested attempt (first in the file, so drawn as a side branch) and a
+    reply ending it; the session went back to e1 and goes on there. Written as a file in the
+    format, as a session with parallel attempts interleaves its lines."""
+    lines = [{"id": "e1", "type": "message", "parent_id": None, "message": user("start")}]
+
+    def add(parent: str, message: dict) -> str:
+        entry_id = f"e{len(lines) + 1}"
+        lines.append({"id": entry_id, "type": "message", "parent_id": parent,
+                      "message": message})
+        return entry_id
+
+    attempts = [add("e1", user("attempt 1"))]
+    for n in range(2, depth + 1):
+        attempts.append(add(attempts[-1], user(f"attempt {n}")))
+    for at in reversed(attempts):
+        add(at, say("given up"))
+    lines.append({"id": f"e{len(lines) + 1}", "type": "branch", "parent_id": "e1"})
+    add(f"e{len(lines)}", user("going on from the start"))
+    with open(path, "wb") as handle:
+        for entry in lines:
+            handle.write(orjson.dumps({**entry, "timestamp": "2026-12-01T00:00:00.000Z"}))
+            handle.write(b"\n")
+
+
+def test_two_thousand_nested_abandoned_attempts_are_drawn_by_the_real_command(tmp_path):
+    path = tmp_path / "deep.jsonl"
+    nested_attempts(path, 2000)
+    for fold in ([], ["--all"]):
+        done = subprocess.run([sys.executable, "-m", "mulligan", "sessions", "tree", str(path),
+                               "--width", "60", *fold], capture_output=True, text=True,
+                              timeout=120)
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert "Error" not in done.stderr and "Traceback" not in done.stderr
+        drawn_ids = [re.search(r"e\d+", line).group() for line in done.stdout.splitlines()]
+        if fold:  # every entry, once
+            assert sorted(drawn_ids) == sorted(f"e{n}" for n in range(1, 4004))
+        else:
+            assert "… 4000 entries on 2000 abandoned attempts (e2..e4001)" in done.stdout

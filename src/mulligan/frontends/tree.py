@@ -122,21 +122,33 @@ def render_tree(
         return prefix + cut(text, width - len(prefix))
 
     def walk(start: str, first_prefix: str, rest_prefix: str) -> None:
-        current: str | None = start
-        prefix = first_prefix
-        while current is not None and current not in drawn:
-            lines.append(line(prefix, current))
-            prefix = rest_prefix
-            kids = visible_children(current)
-            if not kids:
-                return
-            main = next((k for k in kids if k in on_path), kids[-1])
-            for side in (k for k in kids if k != main):
-                if fold and side not in on_path:
-                    lines.append(folded(rest_prefix + "├─ ", side))
-                else:
-                    walk(side, rest_prefix + "├─ ", rest_prefix + "│  ")
-            current = main
+        # Depth first with a stack of its own, not recursion: a session may nest attempts
+        # thousands deep (each frame: the chain being drawn, its prefixes, the side
+        # branches of its current entry still to draw, and the entry to go on with).
+        frames: list[_Frame] = [_Frame(start, first_prefix, rest_prefix)]
+        while frames:
+            frame = frames[-1]
+            if frame.sides is None:
+                current = frame.current
+                if current is None or current in drawn:
+                    frames.pop()
+                    continue
+                lines.append(line(frame.prefix, current))
+                frame.prefix = frame.rest
+                kids = visible_children(current)
+                if not kids:
+                    frames.pop()
+                    continue
+                frame.main = next((k for k in kids if k in on_path), kids[-1])
+                frame.sides = [k for k in kids if k != frame.main][::-1]
+            if not frame.sides:
+                frame.current, frame.sides = frame.main, None
+                continue
+            side = frame.sides.pop()
+            if fold and side not in on_path:
+                lines.append(folded(frame.rest + "├─ ", side))
+            else:
+                frames.append(_Frame(side, frame.rest + "├─ ", frame.rest + "│  "))
 
     roots = visible_children(None)
     main_root = next((r for r in roots if r in on_path), roots[-1] if roots else None)
@@ -156,3 +168,16 @@ def render_tree(
             damage[entry["id"]] = " (in a circle of parents)"
             walk(entry["id"], "⟳ ", "│  ")
     return lines
+
+
+class _Frame:
+    """One chain `render_tree` is drawing: where it is, its prefixes, what is left of the
+    side branches of its current entry, and the entry the chain goes on with."""
+
+    __slots__ = ("current", "main", "prefix", "rest", "sides")
+
+    def __init__(self, current: str, prefix: str, rest: str) -> None:
+        self.current: str | None = current
+        self.prefix, self.rest = prefix, rest
+        self.sides: list[str] | None = None
+        self.main: str | None = None
