@@ -12,7 +12,8 @@ import pytest
 
 from mulligan.app import Controller
 from mulligan.app.sessions.catalog import new_session_path, referenced_snapshots
-from mulligan.app.workspace.checkpoints import Checkpoints, RestoreRefused
+from mulligan.app.workspace.checkpoints import Checkpoints
+from mulligan.app.workspace.restore import RestoreRefused
 from mulligan.app.workspace.snapshots import Store, Unsafe
 from mulligan.session import SessionLog
 from mulligan.testing import ScriptedModel, call, reply, say

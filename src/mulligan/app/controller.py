@@ -32,8 +32,9 @@ from mulligan.app.secrets import Secrets
 from mulligan.app.sessions.catalog import SessionSummary
 from mulligan.app.sessions.stores import FileSessions, Sessions
 from mulligan.app.usage import Usage, usage_of
-from mulligan.app.workspace.checkpoints import Checkpoints, Plan
+from mulligan.app.workspace.checkpoints import Checkpoints
 from mulligan.app.workspace.diffs import diff_span, snapshot_diff
+from mulligan.app.workspace.restore import Plan
 from mulligan.harness import Harness
 from mulligan.messages import Content, Message, content_text
 from mulligan.prompts import system_prompt
@@ -199,6 +200,7 @@ class Controller:
                           redact=self._redact, compact=compact)
         if self._log is not None:
             if self.checkpoints is not None:
+                self.checkpoints.attach(self._log.path)
                 harness.subscribe(self.checkpoints.listener)
             harness.subscribe(persist_to(
                 self._log, before_first=self._start,

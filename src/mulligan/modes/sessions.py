@@ -246,11 +246,13 @@ def gc(args: argparse.Namespace, out: TextIO) -> int:
     """`mulligan gc`: free the snapshots and file copies no session refers to -- no session
     file, and with a database store no session in that database (unreachable: nothing is
     freed, the command fails)."""
+    from mulligan.app.sessions.catalog import snapshots_in
     from mulligan.app.workspace.snapshots import Store
 
     home = home_of()
     store = Store(home)
-    keep = sessions_of(home).referenced()
+    # The session files kept outside the home (--session) that recorded into this store too.
+    keep = sessions_of(home).referenced() | snapshots_in(store.remembered())
     trees, blobs, freed = store.gc(keep)
     print(f"freed {trees} snapshot(s) and {blobs} file copies, {freed / 1e6:.1f} MB; the "
           f"store holds {store.size() / 1e6:.1f} MB in {store.root}", file=out)

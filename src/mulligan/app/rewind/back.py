@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from mulligan.app.rewind.summaries import Summary, summarize
-from mulligan.app.workspace.checkpoints import Checkpoints, Plan, apply, owners, plan
+from mulligan.app.workspace.checkpoints import Checkpoints, owners
+from mulligan.app.workspace.restore import Plan, apply, plan
 from mulligan.session import SessionLog
 from mulligan.wire import Model
 
@@ -53,6 +54,7 @@ def back_plan(log: SessionLog, checkpoints: Checkpoints | None, entry_id: str) -
     if checkpoints is None or not checkpoints.enabled:
         return None
     log.entry(entry_id)  # UnknownEntry naming it
+    checkpoints.attach(log.path)
     found = plan(checkpoints.store, checkpoints.root, log.branch(log.tip()),
                  log.branch(entry_id))
     if found is None or not (found.changes or found.conflicts):
@@ -102,12 +104,12 @@ def _go_back(log: SessionLog, checkpoints: Checkpoints | None, entry_id: str,
         after = chosen.current
         checkpoints.saw(after.id)
         meta: dict[str, Any] = {"workspace": {
-            "after": after.id, "safety": after.id, "restored": [], "kept": kept,
+            "after": after.id, "safety": chosen.safety.id, "restored": [], "kept": kept,
             "changed": [p for p in kept if here.get(p) != "outside"],
             "outside": [p for p in kept if here.get(p) == "outside"]}}
         log.append_entry("workspace_restore", target_entry=entry_id, chose="keep", **meta)
         return Back(branch_id, kept=kept, not_restorable=chosen.not_restorable,
-                    safety=after.id, summary=summary)
+                    safety=chosen.safety.id, summary=summary)
     restored = apply(checkpoints.store, checkpoints.root, chosen,
                      keep_mine=files == "keep-mine", overwrite=files == "overwrite")
     branch_id = branch()

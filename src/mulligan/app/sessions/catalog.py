@@ -9,6 +9,7 @@ a slug). Session files are created (by the Controller, `mulligan.home.create_pri
 from __future__ import annotations
 
 import secrets
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -177,10 +178,16 @@ def session_folder(entries: list[dict[str, Any]]) -> Path | None:
 
 def referenced_snapshots(home: Path) -> set[str]:
     """Every snapshot id any session file under `home` names in its entries' workspace
-    metadata. Lines are read one by one and a damaged line is passed over, never the file:
-    a session that cannot be opened still keeps its snapshots."""
+    metadata (see `snapshots_in`)."""
+    return snapshots_in(session_files(home))
+
+
+def snapshots_in(files: Iterable[Path]) -> set[str]:
+    """Every snapshot id the session `files` name in their entries' workspace metadata.
+    Lines are read one by one and a damaged line is passed over, never the file: a session
+    that cannot be opened still keeps its snapshots; a file that is gone names none."""
     found: set[str] = set()
-    for file in session_files(home):
+    for file in files:
         try:
             data = file.read_bytes()
         except OSError:

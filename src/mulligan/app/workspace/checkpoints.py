@@ -11,58 +11,33 @@ on its path.
 
 Who owns a path. Walking a path's entries, a path the agent changed is the agent's; a path
 changed outside (the user, an editor, another process or session) is the user's until the
-agent changes it again. A restore to entry X (`plan`) changes only the paths where X's state
-differs from the expected one, and refuses (`RestoreRefused`, naming every such file) when
-one of them was changed outside since the session last saw it, or holds a user's change the
-session saw: it would be destroyed. `keep_mine` leaves those files as they are; `overwrite`
-restores them anyway. Before the first file changes the current state is snapshotted (the
-safety snapshot), so every restore can itself be undone; writes are atomic (temp + rename),
-modes restored, links restored as links and never followed; nothing is deleted that the
-store has no copy of. What is ignored, oversized, outside the folder, or done by a
-background process after its command returned is not restorable; `Plan.not_restorable`
-says so per path.
+agent changes it again. A path that only became visible or invisible (an ignore rule
+changed) was neither created nor deleted: it is not in ``changed``. Putting the folder back
+is `mulligan.app.workspace.restore`'s.
+
+The recorder never records Mulligan's own files: `attach(session_file)` excludes the session
+file and its sidecars (and remembers it for `gc` when it lives outside the home).
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-import stat
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from glob import escape as glob_escape
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mulligan.app.workspace.monitor import Monitor
-from mulligan.app.workspace.snapshots import (
-    TEMP_MARK,
-    Entry,
-    Manifest,
-    Store,
-    Unsafe,
-    changed_paths,
-)
+from mulligan.app.workspace.snapshots import Manifest, Store, Unsafe, changed_paths
 
-__all__ = ["FILE_TOOLS", "Checkpoints", "Plan", "RestoreRefused", "expected_tree", "owners",
-           "apply", "plan"]
+if TYPE_CHECKING:
+    from mulligan.app.workspace.restore import Restored
+
+__all__ = ["FILE_TOOLS", "Checkpoints", "expected_tree", "owners", "workspace_of"]
 
 FILE_TOOLS = frozenset({"write", "edit", "bash"})  # the tools that can change files
 
 SessionEntry = Mapping[str, Any]
-
-
-class RestoreRefused(ValueError):
-    """A restore would overwrite changes the agent did not make; nothing was changed."""
-
-    def __init__(self, conflicts: list[tuple[str, str]]) -> None:
-        self.conflicts = conflicts
-        listed = "\n".join(f"  {path}: {why}" for path, why in conflicts)
-        super().__init__(
-            f"not restoring: {len(conflicts)} file(s) were changed outside the agent and "
-            f"would be overwritten; nothing was changed:\n{listed}\n"
-            "Keep them as they are with --keep-mine (/back: k), or restore anyway with "
-            "--overwrite (a safety snapshot keeps them).")
 
 
 def workspace_of(entry: SessionEntry) -> Mapping[str, Any]:
@@ -90,145 +65,6 @@ def owners(path: Sequence[SessionEntry]) -> dict[str, str]:
         for rel in meta.get("changed") or ():
             owner[rel] = "agent"
     return owner
-
-
-@dataclass
-class Plan:
-    """What a restore to `target` would do, worked out against the folder as it is now."""
-
-    target: Manifest
-    current: Manifest  # the folder now; stored whole: the safety snapshot
-    changes: list[str] = field(default_factory=list)  # paths to put back, in order
-    conflicts: list[tuple[str, str]] = field(default_factory=list)
-    not_restorable: list[tuple[str, str]] = field(default_factory=list)
-    target_owners: dict[str, str] = field(default_factory=dict)
-
-
-def plan(store: Store, root: Path, here: Sequence[SessionEntry],
-         there: Sequence[SessionEntry]) -> Plan | None:
-    """The restore from the end of path `here` (the branch the session is on) to the end of
-    path `there` (the entry gone back, or forward, to); None when either has no checkpoint.
-    Reads the folder (a snapshot), changes nothing in it."""
-    expected_id, target_id = expected_tree(here), expected_tree(there)
-    if expected_id is None or target_id is None:
-        return None
-    expected, target = store.load(expected_id), store.load(target_id)
-    current = store.snapshot(root)
-    result = Plan(target, current, target_owners=owners(there))
-    mine = owners(here)
-    for rel in changed_paths(expected.files, target.files):
-        now = current.files.get(rel)
-        if _same(now, target.files.get(rel)):
-            continue  # already as wanted
-        if not _same(now, expected.files.get(rel)):
-            why = "deleted" if now is None else "changed"
-            result.conflicts.append((rel, f"{why} outside the agent since the session last "
-                                          "saw it"))
-        elif mine.get(rel) == "outside":
-            result.conflicts.append((rel, "holds a change made outside the agent, which going "
-                                          "back would undo"))
-        else:
-            result.changes.append(rel)
-    for rel, why in {**target.skipped, **current.skipped}.items():
-        result.not_restorable.append((rel, why))
-    return result
-
-
-def _same(a: Entry | None, b: Entry | None) -> bool:
-    if a is None or b is None:
-        return a is b
-    return (a[0], a[1], a[4]) == (b[0], b[1], b[4])
-
-
-@dataclass
-class Restored:
-    restored: list[str]
-    kept: list[str]  # conflicting files left as the user has them
-    safety: str  # the snapshot taken before anything changed
-    after: Manifest  # the folder once done
-
-
-def apply(store: Store, root: Path, chosen: Plan, *, keep_mine: bool = False,
-          overwrite: bool = False) -> Restored:
-    """Do `chosen`: RestoreRefused (nothing changed) if it has conflicts and neither
-    `keep_mine` nor `overwrite` says what to do with them. Deletions go deepest first,
-    then creations shallowest first; each file is written to a temporary name beside it and
-    renamed into place. A kill at any moment leaves every file as it was or as the target
-    has it, and running the same restore again finishes the job."""
-    if chosen.conflicts and not (keep_mine or overwrite):
-        raise RestoreRefused(chosen.conflicts)
-    root = Path(root).resolve()
-    paths = list(chosen.changes)
-    kept = [rel for rel, _ in chosen.conflicts]
-    if overwrite:
-        paths += kept
-        kept = []
-    wanted = chosen.target.files
-    removals = sorted((p for p in paths if _needs_removal(root, p, wanted.get(p))),
-                      key=lambda p: -p.count("/"))
-    for rel in removals:
-        _remove(root, rel)
-    for rel in sorted((p for p in paths if p in wanted), key=lambda p: (p.count("/"), p)):
-        _create(store, root, rel, wanted[rel])
-    after = store.snapshot(root)
-    return Restored(sorted(paths), sorted(kept), chosen.current.id, after)
-
-
-def _needs_removal(root: Path, rel: str, wanted: Entry | None) -> bool:
-    """Whether what is at `rel` must go first: nothing is wanted there, or a thing of
-    another kind (a folder where a file was, a link where a folder was)."""
-    try:
-        info = (root / rel).lstat()
-    except FileNotFoundError:
-        return False
-    kind = "link" if stat.S_ISLNK(info.st_mode) else "dir" if stat.S_ISDIR(info.st_mode) \
-        else "file"
-    return wanted is None or wanted[0] != kind or kind == "link"
-
-
-def _inside(root: Path, rel: str) -> Path:
-    """`root / rel`, refusing a path whose folders are not real folders inside `root` (a
-    link would carry the write outside)."""
-    target = root / rel
-    parent = target.parent
-    if os.path.realpath(parent) != str(parent) or not parent.is_relative_to(root):
-        raise Unsafe(f"{rel}: its folder is a link or lies outside {root}; not restored")
-    return target
-
-
-def _remove(root: Path, rel: str) -> None:
-    target = _inside(root, rel)
-    info = target.lstat()
-    if stat.S_ISDIR(info.st_mode):
-        with contextlib.suppress(OSError):  # not empty: it holds files the restore keeps
-            target.rmdir()
-    else:
-        target.unlink()
-
-
-def _create(store: Store, root: Path, rel: str, entry: Entry) -> None:
-    target = _inside(root, rel)
-    kind, mode, _, _, value = entry
-    if kind == "dir":
-        if not target.is_dir():
-            target.mkdir(mode=mode)
-        os.chmod(target, mode)
-        return
-    for stale in target.parent.glob(f".{glob_escape(target.name)}{TEMP_MARK}*"):
-        with contextlib.suppress(FileNotFoundError):  # left by a restore that was killed
-            stale.unlink()
-    temp = target.with_name(f".{target.name}{TEMP_MARK}{os.getpid()}")
-    if kind == "link":
-        os.symlink(value, temp)
-    else:
-        data = store.read_blob(value)
-        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
-        with os.fdopen(fd, "wb") as out:
-            out.write(data)
-            out.flush()
-            os.fsync(out.fileno())
-        os.chmod(temp, mode)
-    os.replace(temp, target)
 
 
 class Checkpoints:
@@ -267,6 +103,13 @@ class Checkpoints:
             self.monitor.close()
             self.monitor = None
 
+    def attach(self, session_file: str | os.PathLike[str]) -> None:
+        """The session recorded is `session_file` (a path; a database session's name is
+        ignored): it and its sidecars are never part of a snapshot or a restore."""
+        if os.path.isabs(session_file):
+            with contextlib.suppress(OSError):  # a home that cannot be written: no memory
+                self.store.exclude_session(Path(session_file))
+
     def baseline(self) -> dict[str, Any]:
         """The workspace metadata of the session's first entry."""
         taken = self._take()
@@ -301,7 +144,7 @@ class Checkpoints:
             with contextlib.suppress(FileNotFoundError):
                 last = self._seen if self._seen is not None and self._seen.id == self._last \
                     else self.store.load(self._last)  # read from disk only after a resume
-                outside = changed_paths(last.files, before.files)
+                outside = _changes(last, before)
         self._before = (str(event.get("tool_call_id")), before, outside)
 
     def meta(self, message: Mapping[str, Any]) -> dict[str, Any]:
@@ -317,7 +160,7 @@ class Checkpoints:
             return {}
         self._last, self._seen = after.id, after
         return {"workspace": {"before": before.id, "after": after.id,
-                              "changed": changed_paths(before.files, after.files),
+                              "changed": _changes(before, after),
                               "outside": outside}}
 
     def restored(self, done: Restored, target_owners: Mapping[str, str]) -> dict[str, Any]:
@@ -329,6 +172,13 @@ class Checkpoints:
                               "restored": done.restored, "kept": done.kept,
                               "changed": [p for p in done.restored if p not in outside],
                               "outside": outside}}
+
+
+def _changes(before: Manifest, after: Manifest) -> list[str]:
+    """What changed from `before` to `after`, leaving out paths that only became visible or
+    invisible (ignored on either side): an ignore rule changed, nobody created them."""
+    return [p for p in changed_paths(before.files, after.files)
+            if before.state(p) != "ignored" and after.state(p) != "ignored"]
 
 
 def _relative(root: Path, path: str) -> str:

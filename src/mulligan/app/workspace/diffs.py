@@ -12,7 +12,7 @@ from __future__ import annotations
 import difflib
 
 from mulligan.app.workspace.checkpoints import expected_tree, workspace_of
-from mulligan.app.workspace.snapshots import Entry, Store, changed_paths
+from mulligan.app.workspace.snapshots import FileFacts, Store, changed_paths
 from mulligan.session import SessionLog
 from mulligan.session.branches import children_of, message_of, subtree_ids
 
@@ -51,7 +51,7 @@ def snapshot_diff(store: Store, before_id: str, after_id: str, *, cap: int = 400
     return lines
 
 
-def _one(store: Store, path: str, old: Entry | None, new: Entry | None) -> list[str]:
+def _one(store: Store, path: str, old: FileFacts | None, new: FileFacts | None) -> list[str]:
     kinds = {e[0] for e in (old, new) if e is not None}
     if kinds != {"file"}:
         what = ("created" if old is None else "deleted" if new is None else

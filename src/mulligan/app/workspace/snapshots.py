@@ -11,8 +11,15 @@ Sessions share the store; `gc` frees what no session refers to.
 The walk honours every ``.gitignore`` (nested ones too) and ``.git/info/exclude``, read with
 `pathspec` (git's own matching rules), skips ``.git`` folders, never follows a symlink (a link
 is recorded as a link), and caps the size of one file and of one snapshot; what it leaves out
-is listed in the manifest as not restorable. Never: write into the working folder, touch a
-``.git`` folder, or checkpoint ``$HOME`` or ``/`` themselves (`Unsafe`).
+is listed in the manifest as not restorable. What it does not descend into is listed too: a
+manifest says of every path whether it was present (its `FileFacts`), ignored (by a rule read
+as it was at that snapshot, or `.git`, or Mulligan's own files), unknown (skipped: too big,
+unreadable, a socket) or absent (`Manifest.state`), so a restore can tell "the agent created
+it" from "it became visible". Mulligan's own files -- `$MULLIGAN_HOME` and the session files a
+recorder `exclude`s -- are never recorded, even inside the folder. Snapshot ids and blob
+hashes are checked (40 hex digits) before they become a path: a session file is data.
+Never: write into the working folder, touch a ``.git`` folder, or checkpoint ``$HOME`` or
+``/`` themselves (`Unsafe`).
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import re
 import stat
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -33,11 +41,13 @@ import pathspec
 from mulligan.app.workspace.monitor import Monitor
 from mulligan.home import folder_slug, open_private, private_dirs
 
-__all__ = ["TEMP_MARK", "Entry", "Manifest", "Store", "Unsafe", "changed_paths"]
+__all__ = ["TEMP_MARK", "FileFacts", "Manifest", "Store", "Unsafe", "changed_paths",
+           "check_id"]
 
-# A manifest entry: ("file", mode, size, mtime_ns, hash), ("link", 0, 0, 0, target) or
-# ("dir", mode, 0, 0, "").
-Entry = tuple[str, int, int, int, str]
+# What a manifest records of one path: ("file", mode, size, mtime_ns, hash),
+# ("link", 0, 0, 0, target) or ("dir", mode, 0, 0, ""). (Not a session entry.)
+FileFacts = tuple[str, int, int, int, str]
+_HEX40 = re.compile(r"[0-9a-f]{40}")
 MAX_FILE = 20 << 20  # bytes: a larger file is not kept (listed as not restorable)
 MAX_SNAPSHOT = 1 << 30  # bytes of new content one snapshot may add to the store
 _RACY = 2_000_000_000  # ns: a file changed this close to the cache's writing is read again
@@ -49,24 +59,63 @@ class Unsafe(ValueError):
     """A folder that must not be checkpointed ($HOME, /), or a store that cannot be used."""
 
 
+def check_id(value: object, what: str = "snapshot id") -> str:
+    """`value` if it is a snapshot id or blob hash (40 lowercase hex digits), else ValueError
+    naming it: ids come from session files, which may be hand-made, and become paths."""
+    if not isinstance(value, str) or not _HEX40.fullmatch(value):
+        raise ValueError(f"{what} {str(value)[:80]!r} is not 40 hex digits: refused (a "
+                         "session file names only snapshots the store made)")
+    return value
+
+
 @dataclass
 class Manifest:
-    """One snapshot: `files` maps each path (relative, "/"-separated) to its Entry; `skipped`
-    maps a path left out to why ("ignored" is not listed: it is the user's choice)."""
+    """One snapshot: `files` maps each path (relative, "/"-separated) to its FileFacts;
+    `skipped` maps a path left out to why (its content is unknown); `ignored` lists the
+    topmost paths the walk did not enter because git ignores them (as the rules were then),
+    or because they are `.git` or Mulligan's own files. `temps` (not stored): leftovers of a
+    restore the walk saw."""
 
     id: str
-    files: dict[str, Entry]
+    files: dict[str, FileFacts]
     skipped: dict[str, str] = field(default_factory=dict)
+    ignored: list[str] = field(default_factory=list)
+    temps: list[str] = field(default_factory=list)
+
+    def state(self, rel: str) -> str:
+        """"present", "absent", "ignored" or "unknown": what this snapshot knows of `rel`.
+        Only "absent" says the path was not there; "ignored" and "unknown" say nothing of it."""
+        if rel in self.files:
+            return "present"
+        ignored = self._ignored_set()
+        at = 0
+        while True:
+            cut = rel.find("/", at)
+            prefix = rel if cut < 0 else rel[:cut]
+            if prefix in self.skipped:
+                return "unknown"
+            if prefix in ignored or prefix[at:] == ".git":
+                return "ignored"
+            if cut < 0:
+                break
+            at = cut + 1
+        return "unknown" if "." in self.skipped else "absent"
+
+    def _ignored_set(self) -> set[str]:
+        found = self.__dict__.get("_ignored")
+        if found is None:
+            found = self.__dict__["_ignored"] = set(self.ignored)
+        return found
 
 
-def changed_paths(before: dict[str, Entry], after: dict[str, Entry]) -> list[str]:
+def changed_paths(before: dict[str, FileFacts], after: dict[str, FileFacts]) -> list[str]:
     """The paths whose kind, mode or content differs between two manifests (mtime and size
     alone are not a change), sorted."""
     keys = before.keys() | after.keys()
     return sorted(p for p in keys if _content(before.get(p)) != _content(after.get(p)))
 
 
-def _content(entry: Entry | None) -> tuple[str, int, str] | None:
+def _content(entry: FileFacts | None) -> tuple[str, int, str] | None:
     return None if entry is None else (entry[0], entry[1], entry[4])
 
 
@@ -78,11 +127,71 @@ class Store:
                  max_snapshot: int = MAX_SNAPSHOT) -> None:
         self.root = Path(home) / "checkpoints"
         self.max_file, self.max_snapshot = max_file, max_snapshot
+        # Absolute paths never recorded nor restored: Mulligan's own files (the home, and
+        # session files with their sidecars: the same name, or it plus a "." suffix).
+        self.exclude: set[str] = {os.path.abspath(home)}
+        self.sessions: set[str] = set()
+
+    def exclude_session(self, session_file: Path) -> None:
+        """Never record `session_file` nor its sidecars (same name plus a suffix), and
+        remember it, so `gc` keeps the snapshots it names wherever it lives."""
+        file = os.path.abspath(session_file)
+        self.sessions.add(file)
+        home = os.path.abspath(self.root.parent)
+        if not file.startswith(home + os.sep):
+            known = self.remembered()
+            if Path(file) not in known:
+                private_dirs(self.root)
+                fd = os.open(self.root / "sessions.list",
+                             os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+                with os.fdopen(fd, "ab") as out:  # one short write: whole or not at all
+                    out.write(os.fsencode(file) + b"\n")
+
+    def remembered(self) -> list[Path]:
+        """The session files outside the home that recorded into this store."""
+        try:
+            data = (self.root / "sessions.list").read_bytes()
+        except FileNotFoundError:
+            return []
+        return [Path(os.fsdecode(line)) for line in data.splitlines() if line]
+
+    def _excluded(self, root: str) -> tuple[set[str], list[tuple[str, str]]]:
+        """The excluded paths under `root`: whole paths, and (folder, session file name) pairs
+        whose sidecars go with them."""
+        whole: set[str] = set()
+        prefixes: list[tuple[str, str]] = []
+        for path in self.exclude | self.sessions:
+            if path == root or not path.startswith(root + os.sep):
+                continue
+            rel = path[len(root) + 1:]
+            whole.add(rel)
+            if path in self.sessions:
+                folder, _, name = rel.rpartition("/")
+                prefixes.append((folder, name + "."))
+        return whole, prefixes
+
+    def excluded(self, root: Path, rel: str) -> bool:
+        """Whether `rel` under `root` is (inside) one of Mulligan's own files."""
+        whole, prefixes = self._excluded(str(root))
+        parts = rel.split("/")
+        if any("/".join(parts[:n]) in whole for n in range(1, len(parts) + 1)):
+            return True
+        folder, _, name = rel.rpartition("/")
+        return any(folder == f and name.startswith(start) for f, start in prefixes)
 
     # ---- objects -------------------------------------------------------------------------
 
     def blob_path(self, digest: str) -> Path:
+        check_id(digest, "blob hash")
         return self.root / "blobs" / digest[:2] / digest[2:]
+
+    def keep(self, data: bytes, *, durable: bool = True) -> str:
+        """Store `data` whatever its size (a restore's copy of what it replaces); its hash.
+        Not `durable`: the caller syncs before a manifest names it."""
+        digest = hashlib.blake2b(data, digest_size=20).hexdigest()
+        if not self.has_blob(digest):
+            self._put(self.blob_path(digest), data, durable=durable)
+        return digest
 
     def read_blob(self, digest: str) -> bytes:
         return self.blob_path(digest).read_bytes()
@@ -111,18 +220,32 @@ class Store:
             raise
 
     def load(self, tree_id: str) -> Manifest:
-        """The manifest `tree_id`; FileNotFoundError naming it when the store has none."""
+        """The manifest `tree_id`; FileNotFoundError naming it when the store has none,
+        ValueError when it is not an id at all."""
+        check_id(tree_id)
         try:
             data = orjson.loads((self.root / "trees" / f"{tree_id}.json").read_bytes())
         except FileNotFoundError:
             raise FileNotFoundError(2, f"no snapshot {tree_id} in the store (was it freed by "
                                        "mulligan gc?)", str(self.root)) from None
         files = {p: tuple(e) for p, e in data["files"].items()}
-        return Manifest(tree_id, files, data.get("skipped", {}))
+        return Manifest(tree_id, files, data.get("skipped", {}), data.get("ignored", []))
 
     def tree_ids(self) -> list[str]:
         folder = self.root / "trees"
-        return sorted(f.stem for f in folder.glob("*.json")) if folder.is_dir() else []
+        return sorted(f.stem for f in folder.glob("*.json") if _HEX40.fullmatch(f.stem)) \
+            if folder.is_dir() else []
+
+    def record(self, root: Path, files: dict[str, FileFacts], skipped: dict[str, str],
+               ignored: list[str]) -> Manifest:
+        """Write a manifest made elsewhere (a restore's safety snapshot: the walk plus the
+        copies of what it replaces); its blobs must be in the store already."""
+        tree_id = _tree_id(files, skipped, ignored)
+        target = self.root / "trees" / f"{tree_id}.json"
+        if not target.exists():
+            self._put(target, orjson.dumps({"version": 1, "root": str(root), "files": files,
+                                            "skipped": skipped, "ignored": ignored}))
+        return Manifest(tree_id, files, skipped, ignored)
 
     # ---- taking a snapshot --------------------------------------------------------------
 
@@ -160,13 +283,16 @@ class Store:
         cache: dict[str, list[Any]] = cached.get("files", {})
         shape: dict[str, list[Any]] = cached.get("others", {})  # folders and links, as seen
         started = time.time_ns()
-        files: dict[str, Entry] = {}
+        files: dict[str, FileFacts] = {}
         skipped: dict[str, str] = {}
+        ignored: list[str] = []
+        temps: list[str] = []
         fresh: dict[str, list[Any]] = {}
         added, wrote, dirty = 0, False, not cached.get("tree")
         seen: dict[str, list[Any]] = {}
-        for rel, info in _walk(str(root), skipped,
-                               monitor.watch if monitor is not None else None):
+        for rel, info in _walk(str(root), skipped, ignored, temps,
+                               monitor.watch if monitor is not None else None,
+                               self._excluded(str(root))):
             mode = info.st_mode
             if stat.S_ISLNK(mode) or stat.S_ISDIR(mode):
                 if stat.S_ISLNK(mode):
@@ -208,22 +334,25 @@ class Store:
                 fresh[rel] = [*key, digest]
             else:
                 dirty = True
-        dirty = dirty or len(fresh) != len(cache) or len(seen) != len(shape) or bool(skipped)
-        if not dirty:  # every path as it was when the cached tree was taken: the same tree
-            tree_id = str(cached["tree"])
-        else:  # the id depends on content only (kind, mode, hash) in the walk's fixed order
-            body = orjson.dumps([[p, e[0], e[1], e[4]] for p, e in files.items()])
-            tree_id = hashlib.blake2b(body, digest_size=20).hexdigest()
+        # A tree that had files too new to cache (racy) cannot be named by the cache: one of
+        # them may be gone now, which no count would show.
+        racy = len(fresh) + len(seen) != len(files)
+        dirty = dirty or len(fresh) != len(cache) or len(seen) != len(shape) or \
+            bool(skipped) or ignored != cached.get("ignored", []) or not cached.get("whole")
+        # Every path as it was when the cached tree was taken: the same tree; else the id
+        # depends on content only (kind, mode, hash) in the walk's fixed order.
+        tree_id = _tree_id(files, skipped, ignored) if dirty else str(cached["tree"])
         target = self.root / "trees" / f"{tree_id}.json"
         if not target.exists():
             if wrote:
                 os.sync()  # every new blob is on disk before a manifest can name it
             self._put(target, orjson.dumps({"version": 1, "root": str(root), "files": files,
-                                            "skipped": skipped}))
+                                            "skipped": skipped, "ignored": ignored}))
         if dirty:
             self._put(cache_file, orjson.dumps({"tree": tree_id, "files": fresh,
-                                                "others": seen}), durable=False)
-        return Manifest(tree_id, files, skipped)
+                                                "others": seen, "ignored": ignored,
+                                                "whole": not racy}), durable=False)
+        return Manifest(tree_id, files, skipped, ignored, temps)
 
     # ---- freeing --------------------------------------------------------------------------
 
@@ -262,6 +391,15 @@ class Store:
             if self.root.is_dir() else 0
 
 
+def _tree_id(files: dict[str, FileFacts], skipped: dict[str, str], ignored: list[str]) -> str:
+    """A snapshot's id: its content (kind, mode, hash per path, in the walk's order), what it
+    skipped and what it ignored."""
+    body = orjson.dumps([[p, e[0], e[1], e[4]] for p, e in files.items()])
+    if skipped or ignored:
+        body += orjson.dumps([sorted(skipped), ignored])
+    return hashlib.blake2b(body, digest_size=20).hexdigest()
+
+
 def _load_cache(path: Path) -> dict[str, Any]:
     """The stat cache: {"tree": the id of the tree it saw, "files": {path: [size, mtime,
     ctime, inode, hash]}, "others": {path: [kind, mode, target]}}; {} if unreadable."""
@@ -272,19 +410,25 @@ def _load_cache(path: Path) -> dict[str, Any]:
     return data if isinstance(data, dict) and isinstance(data.get("files"), dict) else {}
 
 
-def _walk(root: str, skipped: dict[str, str], visit: Callable[[str], None] | None = None
+def _walk(root: str, skipped: dict[str, str], ignored: list[str], temps: list[str],
+          visit: Callable[[str], None] | None = None,
+          excluded: tuple[set[str], list[tuple[str, str]]] = (set(), [])
           ) -> Iterator[tuple[str, os.stat_result]]:
     """(relative path, lstat) of every folder, file and link under `root` that git would not
     ignore, folder by folder in name order, never into `.git` nor through a link. Unreadable
-    folders are listed in `skipped`; sockets, pipes and devices too. Paths are plain strings:
-    this runs once per file on every snapshot. `visit(folder)` is called with each folder's
-    absolute path before it is read (and with `.git/info`, whose `exclude` counts too)."""
+    folders are listed in `skipped`; sockets, pipes and devices too; what is ignored (and
+    `excluded`: Mulligan's own files) in `ignored`, topmost only; a restore's temporary files
+    in `temps`. Paths are plain strings: this runs once per file on every snapshot.
+    `visit(folder)` is called with each folder's absolute path before it is read (and with
+    `.git/info`, whose `exclude` counts too)."""
     exclude = os.path.join(root, ".git", "info", "exclude")
     if visit is not None and os.path.isdir(os.path.dirname(exclude)):
         visit(os.path.dirname(exclude))
     base = [("", _spec(Path(exclude)))] if os.path.isfile(exclude) else []
     stack: list[tuple[str, list[tuple[str, pathspec.GitIgnoreSpec | None]]]] = [("", base)]
     isdir, isreg, islnk = stat.S_ISDIR, stat.S_ISREG, stat.S_ISLNK
+    whole, prefixes = excluded
+    mine = {rel.rpartition("/")[0] for rel in whole}
     while stack:
         rel_dir, specs = stack.pop()
         here = os.path.join(root, rel_dir) if rel_dir else root
@@ -304,13 +448,21 @@ def _walk(root: str, skipped: dict[str, str], visit: Callable[[str], None] | Non
         below = []
         for item in items:
             name = item.name
-            if name == ".git" or TEMP_MARK in name:
-                continue
+            if name == ".git":
+                continue  # "ignored" by Manifest.state's own rule
             rel = prefix + name
+            if TEMP_MARK in name:
+                temps.append(rel)
+                continue
+            if rel_dir in mine and (rel in whole or any(
+                    folder == rel_dir and name.startswith(start) for folder, start in prefixes)):
+                ignored.append(rel)
+                continue
             info = item.stat(follow_symlinks=False)
             mode = info.st_mode
             folder = isdir(mode)
             if specs and _ignored(rel, folder, specs):
+                ignored.append(rel)
                 continue
             if not (folder or isreg(mode) or islnk(mode)):
                 skipped[rel] = "not a file, folder or link (a pipe, socket, device)"

@@ -1,0 +1,397 @@
+"""Putting the working folder back as a snapshot had it, without ever losing a byte that was
+there.
+
+`plan(store, root, here, there)` works out, against the folder as it is now, what a restore
+from the end of path `here` (the branch the session is on) to the end of path `there` would
+do; it changes nothing in the folder. `apply(store, root, plan)` does it.
+
+What a path is, in a snapshot (`Manifest.state`): present (its facts), absent, ignored (by
+the rules as they were at that snapshot, `.git`, or Mulligan's own files) or unknown (the
+walk skipped it: over the size cap, unreadable, a socket). Only "absent" means "was not
+there", so only a path the agent really created is removed. Per path whose expected state
+(what the session last left) differs from the target's:
+
+- no call on either branch changed it (it only became visible or hidden when an ignore rule
+  changed), or the target does not know it (ignored or unknown there): never touched,
+  listed in `not_restorable`;
+- the folder already holds what the target has: nothing to do;
+- the session's expected state does not know it (ignored or unknown then) and the folder
+  holds something: a conflict (what is there may not be the agent's);
+- the folder holds something else than the session last saw, or a change made outside the
+  agent that the session saw: a conflict;
+- else: a change.
+
+Every path the plan would replace or remove is read as it is now whatever the ignore rules
+and size caps say, and kept in the store: the safety snapshot (`Plan.safety`) is the walk
+plus those copies, so `overwrite` keeps a copy of everything it replaces. A folder the
+restore would remove or turn into a file must hold nothing the restore keeps, else it is a
+conflict. Mulligan's own files (`Store.exclude`, `Store.exclude_session`) are never touched.
+
+Applying. Each path is compared with what the plan saw just before it is replaced, by
+content, in a way no write can slip between: the new content is written beside the target,
+then swapped with it in one `renameat2(RENAME_EXCHANGE)`; what was swapped out is compared
+with what the plan saw (content hash, kind, mode), and if it differs -- a write that raced
+the restore, an mmap change no monitor saw -- it is swapped back and reported as kept.
+A removal renames the path aside first and compares the same way. Where nothing was seen,
+the new one is renamed in with RENAME_NOREPLACE: a file created meanwhile is kept. Every
+step is one rename, so a kill at any moment leaves each path as it was or as the target
+has it; a second run finishes the job and removes what a killed run left beside the files.
+
+Never: follow a link out of the folder, touch a path the target's snapshot does not know,
+remove a file the store has no copy of. Not guaranteed: a process holding a file open and
+writing to it after it was replaced writes into the replaced copy (as with any editor's
+save); a write in the microseconds between the swap and its undo is in the copy the store
+keeps only as the plan saw it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import errno
+import hashlib
+import os
+import stat
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from mulligan.app.workspace.checkpoints import SessionEntry, expected_tree, owners
+from mulligan.app.workspace.snapshots import (
+    TEMP_MARK,
+    FileFacts,
+    Manifest,
+    Store,
+    Unsafe,
+    changed_paths,
+)
+
+__all__ = ["Plan", "RestoreRefused", "Restored", "apply", "plan"]
+
+_OTHER: FileFacts = ("other", 0, 0, 0, "")  # a pipe, socket or device: never replaced
+
+
+class RestoreRefused(ValueError):
+    """A restore would overwrite changes the agent did not make; nothing was changed."""
+
+    def __init__(self, conflicts: list[tuple[str, str]]) -> None:
+        self.conflicts = conflicts
+        listed = "\n".join(f"  {path}: {why}" for path, why in conflicts)
+        super().__init__(
+            f"not restoring: {len(conflicts)} file(s) were changed outside the agent and "
+            f"would be overwritten; nothing was changed:\n{listed}\n"
+            "Keep them as they are with --keep-mine (/back: k), or restore anyway with "
+            "--overwrite (a safety snapshot keeps them).")
+
+
+@dataclass
+class Plan:
+    """What a restore to `target` would do, worked out against the folder as it is now."""
+
+    target: Manifest
+    current: Manifest  # the folder now, as a snapshot walk sees it
+    safety: Manifest  # `current` plus a copy of every path the restore may replace
+    changes: list[str] = field(default_factory=list)  # paths to put back
+    conflicts: list[tuple[str, str]] = field(default_factory=list)
+    not_restorable: list[tuple[str, str]] = field(default_factory=list)
+    target_owners: dict[str, str] = field(default_factory=dict)
+    seen: dict[str, FileFacts | None] = field(default_factory=dict)  # what each held
+
+
+@dataclass
+class Restored:
+    restored: list[str]
+    kept: list[str]  # conflicting files left as the user has them, and writes that raced
+    safety: str  # the snapshot taken before anything changed
+    after: Manifest  # the folder once done
+    raced: list[str] = field(default_factory=list)  # changed while restoring: kept
+
+
+def plan(store: Store, root: Path, here: Sequence[SessionEntry],
+         there: Sequence[SessionEntry]) -> Plan | None:
+    """The restore from the end of path `here` to the end of path `there` (see the module
+    docstring); None when either has no checkpoint. Reads the folder, changes nothing in it
+    (it adds the safety snapshot to the store)."""
+    expected_id, target_id = expected_tree(here), expected_tree(there)
+    if expected_id is None or target_id is None:
+        return None
+    expected, target = store.load(expected_id), store.load(target_id)
+    root = Path(root).resolve()
+    current = store.snapshot(root)
+    result = Plan(target, current, current, target_owners=owners(there))
+    mine = owners(here)
+    recorded = mine.keys() | result.target_owners.keys()
+    for rel in changed_paths(expected.files, target.files):
+        if store.excluded(root, rel):
+            continue  # Mulligan's own files (a manifest made before they were excluded)
+        if rel not in recorded:  # no call changed it: it became visible or hidden
+            result.not_restorable.append(
+                (rel, "shown or hidden by an ignore rule's change, never changed by the "
+                      "agent; left as it is"))
+            continue
+        there_state = target.state(rel)
+        if there_state not in ("present", "absent"):
+            result.not_restorable.append(
+                (rel, f"{there_state} at the entry gone to, so what it held there is not "
+                      "known; left as it is"))
+            continue
+        want = target.files.get(rel)
+        now = _probe(store, root / rel)
+        if now is not _OTHER and _same(now, want):
+            continue  # already as wanted
+        result.seen[rel] = now
+        known = expected.state(rel)
+        why = ""
+        if now is _OTHER:
+            why = "a pipe, socket or device now: never replaced"
+        elif known not in ("present", "absent"):
+            if now is not None:
+                why = (f"{known} when the session last saw it "
+                       f"({expected.skipped.get(rel, 'not recorded')}), so it may hold "
+                       "changes the agent did not make")
+        elif not _same(now, expected.files.get(rel)):
+            why = f"{'deleted' if now is None else 'changed'} outside the agent since the " \
+                  "session last saw it"
+        elif mine.get(rel) == "outside":
+            why = "holds a change made outside the agent, which going back would undo"
+        if why:
+            result.conflicts.append((rel, why))
+        else:
+            result.changes.append(rel)
+    _folders_hold_only_what_goes(root, result)
+    for rel, why in {**target.skipped, **current.skipped}.items():
+        if not any(rel == p for p, _ in result.conflicts):
+            result.not_restorable.append((rel, why))
+    copies = {rel: facts for rel, facts in result.seen.items()
+              if facts is not None and facts is not _OTHER and current.files.get(rel) != facts}
+    if copies:  # the safety snapshot holds everything the restore may replace
+        os.sync()  # the copies are on disk before a manifest names them
+        skipped = {p: w for p, w in current.skipped.items() if p not in copies}
+        result.safety = store.record(root, {**current.files, **copies}, skipped,
+                                     current.ignored)
+    return result
+
+
+def _folders_hold_only_what_goes(root: Path, result: Plan) -> None:
+    """A folder the restore removes or replaces by a file must hold only paths it removes;
+    else it becomes a conflict naming what it holds (ignored files, files not recorded)."""
+    wanted = result.target.files
+    going = {rel for rel in result.changes + [p for p, _ in result.conflicts]
+             if wanted.get(rel) is None or wanted[rel][0] != "dir"}
+    for rel in list(result.changes):
+        seen = result.seen.get(rel)
+        if seen is None or seen[0] != "dir" or rel not in going:
+            continue
+        try:
+            names = os.listdir(root / rel)
+        except OSError:
+            continue
+        staying = sorted(n for n in names if f"{rel}/{n}" not in going and TEMP_MARK not in n)
+        if staying:
+            result.changes.remove(rel)
+            result.conflicts.append((rel, f"a folder holding {staying[0]}"
+                                          f"{' and more' if len(staying) > 1 else ''}, which "
+                                          "the restore would not remove"))
+
+
+def _probe(store: Store | None, path: Path) -> FileFacts | None:
+    """What `path` holds now, read whatever ignore rules and size caps say; a file's
+    content is kept in the store (the safety copy). None when nothing is there."""
+    try:
+        info = os.lstat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    mode = info.st_mode
+    if stat.S_ISLNK(mode):
+        return ("link", 0, 0, 0, os.readlink(path))
+    if stat.S_ISDIR(mode):
+        return ("dir", stat.S_IMODE(mode), 0, 0, "")
+    if not stat.S_ISREG(mode):
+        return _OTHER
+    with open(path, "rb") as handle:
+        data = handle.read()
+    digest = store.keep(data, durable=False) if store is not None else \
+        hashlib.blake2b(data, digest_size=20).hexdigest()
+    return ("file", stat.S_IMODE(mode), len(data), info.st_mtime_ns, digest)
+
+
+def _same(a: FileFacts | None, b: FileFacts | None) -> bool:
+    if a is None or b is None:
+        return a is b
+    return (a[0], a[1], a[4]) == (b[0], b[1], b[4])
+
+
+def apply(store: Store, root: Path, chosen: Plan, *, keep_mine: bool = False,
+          overwrite: bool = False) -> Restored:
+    """Do `chosen`: RestoreRefused (nothing changed) if it has conflicts and neither
+    `keep_mine` nor `overwrite` says what to do with them. Removals (and folders turned into
+    files) go deepest first, then the rest shallowest first; each path is compared with
+    what the plan saw as it is replaced (see the module docstring)."""
+    if chosen.conflicts and not (keep_mine or overwrite):
+        raise RestoreRefused(chosen.conflicts)
+    root = Path(root).resolve()
+    _sweep(root, chosen.current.temps)
+    kept = [rel for rel, why in chosen.conflicts]
+    paths = list(chosen.changes)
+    if overwrite:
+        paths += [rel for rel in kept if chosen.seen.get(rel) is not _OTHER]
+        kept = [rel for rel in kept if chosen.seen.get(rel) is _OTHER]
+    wanted, seen = chosen.target.files, chosen.seen
+    first = [p for p in paths if wanted.get(p) is None
+             or ((seen.get(p) or ("",))[0] == "dir" and wanted[p][0] != "dir")]
+    then = [p for p in paths if p not in set(first)]
+    raced: list[str] = []
+    for rel in sorted(first, key=lambda p: -p.count("/")):
+        want = wanted.get(rel)
+        done = _remove(store, root, rel, seen.get(rel)) if want is None else \
+            _put(store, root, rel, want, seen.get(rel))
+        if not done:
+            raced.append(rel)
+    for rel in sorted(then, key=lambda p: (p.count("/"), p)):
+        if not _put(store, root, rel, wanted[rel], seen.get(rel)):
+            raced.append(rel)
+    after = store.snapshot(root)
+    restored = sorted(p for p in paths if p not in raced)
+    return Restored(restored, sorted(kept + raced), chosen.safety.id, after, sorted(raced))
+
+
+# ---- one path, crash-safely --------------------------------------------------------------
+
+_NOREPLACE, _EXCHANGE = 1, 2
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def _rename2(source: Path, target: Path, flags: int) -> None:
+    """renameat2(2): one atomic rename that refuses to replace (NOREPLACE) or swaps the two
+    paths (EXCHANGE). OSError as the system says; EINVAL where the filesystem has neither."""
+    if _libc.renameat2(-100, os.fsencode(source), -100, os.fsencode(target), flags) != 0:
+        code = ctypes.get_errno()
+        raise OSError(code, os.strerror(code), str(target))
+
+
+def _inside(root: Path, rel: str) -> Path:
+    """`root / rel`, refusing a path whose folders are not real folders inside `root` (a
+    link would carry the write outside)."""
+    target = root / rel
+    parent = target.parent
+    if os.path.realpath(parent) != str(parent) or not parent.is_relative_to(root):
+        raise Unsafe(f"{rel}: its folder is a link or lies outside {root}; not restored")
+    return target
+
+
+def _temp(target: Path) -> Path:
+    temp = target.with_name(f".{target.name}{TEMP_MARK}{os.getpid()}")
+    _discard(temp)
+    return temp
+
+
+def _discard(path: Path) -> None:
+    try:
+        if stat.S_ISDIR(os.lstat(path).st_mode):
+            os.rmdir(path)
+        else:
+            os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
+def _sweep(root: Path, temps: list[str]) -> None:
+    """Remove what a killed restore left beside the files (its process is gone)."""
+    for rel in temps:
+        pid = rel.rpartition(TEMP_MARK)[2]
+        if pid.isdigit() and int(pid) != os.getpid():
+            try:
+                os.kill(int(pid), 0)
+                continue  # a live restore's
+            except ProcessLookupError:
+                pass
+            except PermissionError:
+                continue
+        with contextlib.suppress(OSError):  # a folder with something in it stays
+            _discard(root / rel)
+
+
+def _matches(path: Path, seen: FileFacts | None) -> bool:
+    """Whether `path` holds what the plan saw (a folder: and nothing in it)."""
+    now = _probe(None, path)
+    if now is None or seen is None or now[0] != "dir":
+        return _same(now, seen) if now is not _OTHER else False
+    return seen[0] == "dir" and not os.listdir(path)
+
+
+def _put(store: Store, root: Path, rel: str, want: FileFacts, seen: FileFacts | None) -> bool:
+    """Put `want` at `rel` where the plan saw `seen`; False (and the path as it is) when
+    something else is there now."""
+    target = _inside(root, rel)
+    kind, mode, _, _, value = want
+    if kind == "dir" and seen is not None and seen[0] == "dir":
+        os.chmod(target, mode)  # only its mode differs
+        return True
+    if kind == "dir" and seen is None:
+        try:
+            os.mkdir(target, mode)
+        except FileExistsError:
+            return stat.S_ISDIR(os.lstat(target).st_mode)
+        os.chmod(target, mode)
+        return True
+    temp = _temp(target)
+    if kind == "dir":
+        os.mkdir(temp, 0o700)
+        os.chmod(temp, mode)
+    elif kind == "link":
+        os.symlink(value, temp)
+    else:
+        data = store.read_blob(value)
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
+            out.flush()
+            os.fsync(out.fileno())
+        os.chmod(temp, mode)
+    try:
+        if seen is None:
+            _rename2(temp, target, _NOREPLACE)
+            return True
+        _rename2(temp, target, _EXCHANGE)
+    except OSError as exc:
+        if exc.errno == errno.EINVAL and seen is not None and _matches(target, seen):
+            os.replace(temp, target)  # no atomic swap on this filesystem: checked, then put
+            return True
+        _discard(temp)
+        if exc.errno in (errno.EEXIST, errno.ENOENT, errno.EINVAL):
+            return False  # created, or removed, while restoring: theirs stays
+        raise
+    if _matches(temp, seen):
+        _discard(temp)  # what was there, as the plan saw it (the safety snapshot has it)
+        return True
+    _rename2(temp, target, _EXCHANGE)  # a write raced the restore: it goes back
+    _discard(temp)
+    return False
+
+
+def _remove(store: Store, root: Path, rel: str, seen: FileFacts | None) -> bool:
+    """Remove `rel`, which the plan saw holding `seen`; False when it holds something else."""
+    target = _inside(root, rel)
+    if seen is None:
+        return True
+    if seen[0] == "dir":
+        try:
+            os.rmdir(target)
+        except FileNotFoundError:
+            return True
+        except OSError:  # something was put in it meanwhile: it stays
+            return False
+        return True
+    aside = _temp(target)
+    try:
+        os.rename(target, aside)
+    except FileNotFoundError:
+        return True
+    if _matches(aside, seen):
+        os.unlink(aside)
+        return True
+    try:  # a write raced the restore: it goes back
+        _rename2(aside, target, _NOREPLACE)
+    except OSError:
+        os.rename(aside, target.with_name(f"{target.name}.kept-by-mulligan"))
+    return False
