@@ -291,3 +291,49 @@ def test_gc_keeps_the_snapshots_of_a_session_file_kept_outside_the_home(tmp_path
     c2 = session(tmp_path, say("ok"), file=elsewhere / "s.jsonl")
     assert c2.back("e1", files="restore").restored == ["a.txt"]
     assert not (work / "a.txt").exists()
+
+
+# ---- hostile session content is data (issue 23, item 2) -----------------------------------
+
+def test_a_crafted_session_cannot_read_a_file_outside_the_store_into_an_export_or_the_folder(
+        tmp_path):
+    work, home = tmp_path / "work", tmp_path / "home"
+    work.mkdir()
+    secret = tmp_path / "secret.txt"  # stands for /etc/passwd
+    secret.write_text("root:x:0:0:the secret\n")
+    (home / "checkpoints" / "trees").mkdir(parents=True)  # a store in use
+    # Manifests outside the store, named by path-like "ids"; the second names the secret by
+    # a path-like "hash".
+    (tmp_path / "evil.json").write_text(json.dumps({"files": {}}))
+    (tmp_path / "evil2.json").write_text(json.dumps(
+        {"files": {"stolen.txt": ["file", 420, 0, 0, "x" * 2 + str(secret)]}}))
+    entries = [
+        {"type": "session_info", "cwd": str(work), "workspace": {"after": "../../../evil"}},
+        {"type": "message", "message": {"role": "user", "content": "go"}},
+        {"type": "message", "message": {
+            "role": "assistant", "stop_reason": "toolUse", "content": [
+                {"type": "toolCall", "id": "c1", "name": "bash",
+                 "arguments": {"command": "true"}}]}},
+        {"type": "message", "message": {"role": "toolResult", "tool_call_id": "c1",
+                                        "tool_name": "bash", "content": "", "is_error": False},
+         "workspace": {"before": "../../../evil", "after": "../../../evil2",
+                       "changed": ["stolen.txt"], "outside": []}},
+    ]
+    file = tmp_path / "crafted.jsonl"
+    with file.open("w") as out:
+        for n, entry in enumerate(entries, 1):
+            entry = {"id": f"e{n}", "parent_id": f"e{n - 1}" if n > 1 else None,
+                     "timestamp": "2026-12-01T00:00:00Z", **entry}
+            out.write(json.dumps(entry) + "\n")
+        out.write(json.dumps({"id": "e5", "type": "branch", "parent_id": "e1",
+                              "timestamp": "2026-12-01T00:00:00Z"}) + "\n")
+    back = subprocess.run([*RUN, "sessions", "back", str(file), "e4", "--files"], cwd=work,
+                          env=env_for(home), capture_output=True, text=True)
+    assert back.returncode == 1 and "is not 40 hex digits" in back.stderr, back.stderr
+    assert not (work / "stolen.txt").exists()
+    page = tmp_path / "page.html"
+    export = subprocess.run([*RUN, "sessions", "export", str(file), "--format", "html", "-o",
+                             str(page)], cwd=work, env=env_for(home), capture_output=True,
+                            text=True)
+    assert export.returncode == 0, export.stderr
+    assert "the secret" not in page.read_text()

@@ -280,7 +280,7 @@ def _changes(entry: Entry, store: Store | None) -> str:
         return ""
     try:
         lines = snapshot_diff(store, str(meta["before"]), str(meta["after"]), cap=DIFF_LINES)
-    except (OSError, KeyError):
+    except (OSError, KeyError, ValueError):  # ValueError: not a snapshot id (hand-made)
         return f"<p>changed: {_e(', '.join(meta['changed']))} (snapshots not in the store)</p>"
     shown = []
     for line in lines:
