@@ -33,11 +33,25 @@ from mulligan.app.workspace.snapshots import Manifest, Store, Unsafe, changed_pa
 if TYPE_CHECKING:
     from mulligan.app.workspace.restore import Restored
 
-__all__ = ["FILE_TOOLS", "Checkpoints", "expected_tree", "owners", "workspace_of"]
+__all__ = ["FILE_TOOLS", "Checkpoints", "RestoreRefused", "expected_tree", "owners",
+           "workspace_of"]
 
 FILE_TOOLS = frozenset({"write", "edit", "bash"})  # the tools that can change files
 
 SessionEntry = Mapping[str, Any]
+
+
+class RestoreRefused(ValueError):
+    """A restore would overwrite changes the agent did not make; nothing was changed."""
+
+    def __init__(self, conflicts: list[tuple[str, str]]) -> None:
+        self.conflicts = conflicts
+        listed = "\n".join(f"  {path}: {why}" for path, why in conflicts)
+        super().__init__(
+            f"not restoring: {len(conflicts)} file(s) were changed outside the agent and "
+            f"would be overwritten; nothing was changed:\n{listed}\n"
+            "Keep them as they are with --keep-mine (/back: k), or restore anyway with "
+            "--overwrite (a safety snapshot keeps them).")
 
 
 def workspace_of(entry: SessionEntry) -> Mapping[str, Any]:

@@ -56,7 +56,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mulligan.app.workspace.checkpoints import SessionEntry, expected_tree, owners
+from mulligan.app.workspace.checkpoints import (
+    RestoreRefused,
+    SessionEntry,
+    expected_tree,
+    owners,
+)
 from mulligan.app.workspace.snapshots import (
     TEMP_MARK,
     FileFacts,
@@ -69,19 +74,6 @@ from mulligan.app.workspace.snapshots import (
 __all__ = ["Plan", "RestoreRefused", "Restored", "apply", "plan"]
 
 _OTHER: FileFacts = ("other", 0, 0, 0, "")  # a pipe, socket or device: never replaced
-
-
-class RestoreRefused(ValueError):
-    """A restore would overwrite changes the agent did not make; nothing was changed."""
-
-    def __init__(self, conflicts: list[tuple[str, str]]) -> None:
-        self.conflicts = conflicts
-        listed = "\n".join(f"  {path}: {why}" for path, why in conflicts)
-        super().__init__(
-            f"not restoring: {len(conflicts)} file(s) were changed outside the agent and "
-            f"would be overwritten; nothing was changed:\n{listed}\n"
-            "Keep them as they are with --keep-mine (/back: k), or restore anyway with "
-            "--overwrite (a safety snapshot keeps them).")
 
 
 @dataclass
