@@ -57,8 +57,9 @@ __all__ = ["ABORTED", "INTERRUPTED", "Compactor", "Event", "context_for_model", 
            "repair_tool_history", "run_agent"]
 # What get_steering / get_follow_ups return: texts (or ready user messages), often none.
 GetUserMessages = Callable[[], Iterable[str | UserMessage]]
-# compact(record, overflow): may shorten the record in place; yields events; True if it did.
-Compactor = Callable[[list[Message], bool], Generator[Event, None, bool]]
+# compact(record, overflow, abort=...): may shorten the record in place; yields events; True
+# if it did. `abort` is the run's: a summary request it makes stops with the run.
+Compactor = Callable[..., Generator[Event, None, bool]]
 # How providers word a request over the context window (Anthropic, OpenAI and compatible
 # servers, the embedded model).
 _OVERFLOW = re.compile(r"context (length|window)|prompt is too long|too many tokens|"
@@ -129,7 +130,8 @@ def run_agent(
     (overflow True). It may replace the record's contents, in place, with a shorter
     transcript (the app appends a compaction entry and puts the file's transcript there) and
     yields its own events (compaction_start / compaction_end); it returns True when it
-    compacted. After an overflow it compacted, the model is called again, once.
+    compacted. After an overflow it compacted, the model is called again, once. It is called
+    with the run's `abort` as a keyword, so the summary request it makes stops with the run.
 
     Never raised: a model's exception (it becomes an error message) or a tool's (run_tool makes
     it a result). Raised: whatever `get_steering` / `get_follow_ups` raise.
@@ -175,10 +177,10 @@ def run_agent(
                                       f"called {calls_made} times in this run.")
             else:
                 if compact is not None:
-                    yield from compact(messages, False)
+                    yield from compact(messages, False, abort=abort)
                 calls_made += 1
-                reply = yield from _reply(model, system, context_for_model(messages), specs,
-                                          abort)
+                view = context_for_model(messages, max_result_chars=_result_limit(model))
+                reply = yield from _reply(model, system, view, specs, abort)
             failed = is_failed(reply)
             calls = [] if failed else tool_calls(reply)
             unanswered = list(calls)  # set before the reply is announced: a close there answers
@@ -210,7 +212,7 @@ def run_agent(
             if failed and compact is not None and not retried and not aborted() \
                     and is_overflow(reply):
                 retried = True
-                if (yield from compact(messages, True)):
+                if (yield from compact(messages, True, abort=abort)):
                     pending = []  # the next turn asks the model again, on the shorter context
                     continue
             if failed:
@@ -393,7 +395,8 @@ class _Partial:
         return [dict(b) for b in self.blocks if b["type"] != "toolCall"]  # type: ignore[misc]
 
 
-def context_for_model(messages: Sequence[Message]) -> list[Message]:
+def context_for_model(messages: Sequence[Message], *,
+                      max_result_chars: int | None = None) -> list[Message]:
     """What the model is sent, built from the record; the record is never changed.
 
     A failed assistant message (stop_reason "error" or "aborted") keeps its text and thinking
@@ -401,10 +404,17 @@ def context_for_model(messages: Sequence[Message]) -> list[Message]:
     them -- and if nothing is left it is left out. Then `repair_tool_history` pairs every call
     with exactly one result. Returns a new list; messages that need no change are the record's
     own objects.
+
+    `max_result_chars`, when given: a tool result whose text is longer is sent clipped --
+    its head and its tail, with a note in between saying how much was left out and why --
+    rather than whole (one result larger than the model's window would make every later
+    request fail). The record keeps it whole.
     """
     view: list[Message] = []
     for message in messages:
-        if message["role"] == "assistant" and is_failed(message):
+        if max_result_chars is not None and message["role"] == "toolResult":
+            message = clip_result(message, max_result_chars)
+        elif message["role"] == "assistant" and is_failed(message):
             kept: list[Block] = [b for b in message["content"] if b["type"] != "toolCall"]
             if not kept:
                 continue
@@ -412,6 +422,43 @@ def context_for_model(messages: Sequence[Message]) -> list[Message]:
                 message = {**message, "content": kept}
         view.append(message)
     return repair_tool_history(view)
+
+
+def clip_result(result: ToolResultMessage, limit: int) -> ToolResultMessage:
+    """`result` itself when its text fits in `limit` characters; else a copy holding the first
+    three quarters and the last quarter of that, and a note between them."""
+    content: Any = result["content"]
+    if isinstance(content, str):
+        return result if len(content) <= limit else {**result, "content": _clipped(content,
+                                                                                    limit)}
+    blocks = [{**block, "text": _clipped(block["text"], limit)}
+              if block.get("type") == "text" and len(block.get("text", "")) > limit else block
+              for block in content]  # a list of text and image blocks
+    changed = any(new is not old for new, old in zip(blocks, content, strict=True))
+    return cast(ToolResultMessage, {**result, "content": blocks}) if changed else result
+
+
+def _clipped(text: str, limit: int) -> str:
+    head, tail = limit * 3 // 4, limit // 4
+    left_out = len(text) - head - tail
+    return (f"{text[:head]}\n\n[... {left_out:,} characters of this tool result left out: "
+            f"the whole of it ({len(text):,} characters) is more than the model's context "
+            f"window can take. It is kept in the session; ask for less (a range, a filter) "
+            f"to see the part you need ...]\n\n{text[len(text) - tail:]}")
+
+
+# Of a model's window, the share one tool result may take in a request (4 characters a token).
+RESULT_SHARE = 0.5
+CHARS_PER_TOKEN = 4
+
+
+def _result_limit(model: Model) -> int | None:
+    """The longest tool result text `model` is sent whole: None when it does not say its
+    `context_window`."""
+    window = getattr(model, "context_window", None)
+    if not isinstance(window, int) or isinstance(window, bool) or window <= 0:
+        return None
+    return int(window * RESULT_SHARE * CHARS_PER_TOKEN)
 
 
 def repair_tool_history(messages: Sequence[Message]) -> list[Message]:

@@ -3,8 +3,8 @@ and what it cost where the model's prices are known.
 
 In: the branch's messages (assistant messages carry the providers' `usage`) and the model.
 Out: plain numbers for the status line and /usage. Prices are per million tokens, as the
-providers published them on the date in `PRICES_AS_OF`; a model not in the table has no cost
-shown, never a guessed one.
+providers published them on the date in `PRICES_AS_OF` (`mulligan.providers.facts`); a model
+not in the table has no cost shown, never a guessed one.
 """
 
 from __future__ import annotations
@@ -14,20 +14,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mulligan.app.rewind.compaction import estimate_tokens
-from mulligan.app.rewind.summaries import context_window
 from mulligan.messages import Message
+from mulligan.providers.facts import PRICES, PRICES_AS_OF, price_of, window_of
 from mulligan.wire import Model
 
-__all__ = ["PRICES", "PRICES_AS_OF", "Turn", "Usage", "usage_of"]
-
-PRICES_AS_OF = "2026-11"
-# (input, output, cache read, cache write) in dollars per million tokens.
-PRICES: dict[str, tuple[float, float, float, float]] = {
-    "anthropic/claude-sonnet-4": (3.00, 15.00, 0.30, 3.75),
-    "anthropic/claude-haiku-4": (1.00, 5.00, 0.10, 1.25),
-    "anthropic/claude-opus-4-5": (5.00, 25.00, 0.50, 6.25),
-}
-
+__all__ = ["PRICES", "PRICES_AS_OF", "Turn", "Usage", "price_of", "usage_of"]
 
 @dataclass
 class Turn:
@@ -61,15 +52,11 @@ class Usage:
         return sum(t.cost or 0.0 for t in self.turns) if self.priced else None
 
 
-def price_of(name: str) -> tuple[float, float, float, float] | None:
-    return next((p for prefix, p in PRICES.items() if name.startswith(prefix)), None)
-
-
 def usage_of(messages: Sequence[Message], model: Model, system: str = "") -> Usage:
     """The branch's usage (see the module docstring)."""
     name = str(getattr(model, "name", ""))
     price = price_of(name)
-    found = Usage(window=context_window(model), priced=price is not None,
+    found = Usage(window=window_of(model), priced=price is not None,
                   context=estimate_tokens(system, messages))
     for message in messages:
         if message["role"] != "assistant" or not isinstance(message.get("usage"), Mapping):

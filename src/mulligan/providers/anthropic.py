@@ -68,9 +68,11 @@ class AnthropicModel(SdkModel):
         sleep: Callable[[float], None] | None = None, timeout: float = 600.0,
         prompt_caching: bool = True,
         idle_timeout: float = IDLE_TIMEOUT, deadline: float = DEADLINE,
+        context_window: int | None = None,
     ) -> None:
         super().__init__(model_id, api_key=api_key, max_retries=max_retries, backoff=backoff,
-                         sleep=sleep, idle_timeout=idle_timeout, deadline=deadline)
+                         sleep=sleep, idle_timeout=idle_timeout, deadline=deadline,
+                         context_window=context_window)
         self.max_tokens = max_tokens
         self.thinking_budget = thinking_budget
         self.prompt_caching = prompt_caching

@@ -5,6 +5,7 @@ and a few per-provider settings.
     [providers.anthropic]  api_key = "..."  base_url = "..."  max_tokens = 16000
                            thinking_budget = 4000  timeout = 600  max_retries = 4
                            idle_timeout = 120  deadline = 600   (seconds; see streaming.py)
+                           context_window = 200000   (tokens; else providers/facts.py)
     [providers.openai]     api_key = "..."  base_url = "..."  max_tokens = 4096
                            timeout = 600  max_retries = 4
                            openai_api = "responses" | "chat"  (default: the Responses API
@@ -43,10 +44,10 @@ _TOP_LEVEL = ("model", "providers", "local", "tools", "checkpoints", "summarize_
 _SETTINGS: dict[str, dict[str, type | tuple[type, ...]]] = {
     "anthropic": {"api_key": str, "base_url": str, "max_tokens": int, "thinking_budget": int,
                   "timeout": (int, float), "max_retries": int, "idle_timeout": (int, float),
-                  "deadline": (int, float)},
+                  "deadline": (int, float), "context_window": int},
     "openai": {"api_key": str, "base_url": str, "max_tokens": int, "timeout": (int, float),
                "max_retries": int, "idle_timeout": (int, float), "deadline": (int, float),
-               "openai_api": str},
+               "openai_api": str, "context_window": int},
 }
 
 

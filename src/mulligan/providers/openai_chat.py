@@ -76,9 +76,11 @@ class OpenAIChatModel(SdkModel):
         backoff: Backoff | None = None, sleep: Callable[[float], None] | None = None,
         timeout: float = 600.0, include_usage: bool = True,
         idle_timeout: float = IDLE_TIMEOUT, deadline: float = DEADLINE,
+        context_window: int | None = None,
     ) -> None:
         super().__init__(model_id, api_key=api_key, max_retries=max_retries, backoff=backoff,
-                         sleep=sleep, idle_timeout=idle_timeout, deadline=deadline)
+                         sleep=sleep, idle_timeout=idle_timeout, deadline=deadline,
+                         context_window=context_window)
         self.base_url = base_url
         self.max_tokens = max_tokens
         self.include_usage = include_usage

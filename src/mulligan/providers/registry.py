@@ -32,6 +32,7 @@ from mulligan.providers.config import (
     base_url as configured_base_url,
 )
 from mulligan.providers.errors import ConfigError, MissingApiKey, UnknownModel
+from mulligan.providers.facts import window_for
 from mulligan.wire import Model, StreamDelta, ToolSpec
 
 __all__ = ["Deferred", "resolve_model", "default_model_name", "parse_name", "MissingApiKey",
@@ -123,7 +124,8 @@ def resolve_model(
         else:
             raise MissingApiKey(provider, KEY_VARIABLES[provider], str(config_path(home)))
     if defer:
-        return Deferred(name, lambda: _build(provider, model_id, key, url, settings))
+        return Deferred(name, lambda: _build(provider, model_id, key, url, settings),
+                        context_window=settings.get("context_window"))
     return _build(provider, model_id, key, url, settings)
 
 
@@ -136,8 +138,10 @@ class Deferred:
 
     compact_prompt = False  # hosted models get the full system prompt
 
-    def __init__(self, name: str, build: Callable[[], Model]) -> None:
+    def __init__(self, name: str, build: Callable[[], Model], *,
+                 context_window: int | None = None) -> None:
         self.name = name
+        self.context_window = context_window or window_for(name)
         self._model: Model | None = None
         self._failure: BaseException | None = None
         self._thread = threading.Thread(target=self._build, args=(build,),

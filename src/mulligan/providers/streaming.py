@@ -35,6 +35,7 @@ from typing import Any, Protocol
 
 from mulligan.messages import ABORTED, AssistantMessage, Block, Usage, error_message
 from mulligan.providers.errors import Failure, redact
+from mulligan.providers.facts import window_for
 from mulligan.providers.retry import Backoff
 from mulligan.wire import StreamDelta
 
@@ -297,7 +298,7 @@ class SdkModel:
     A subclass sets `provider` ("anthropic", "openai") and implements `_params(system,
     messages, tools)` (the request body), `_open(params)` (the SDK call that starts the stream),
     `_fold()` (a fresh Fold for one attempt) and `_describe_error(exc)` (an SDK exception as a
-    Failure).
+    Failure). `context_window` (tokens) is the config's, else `providers.facts`' by name.
     The key is kept only to redact it from error text; it is never part of a message.
     """
 
@@ -306,10 +307,13 @@ class SdkModel:
 
     def __init__(self, model_id: str, *, api_key: str, max_retries: int | None,
                  backoff: Backoff | None, sleep: Callable[[float], None] | None,
-                 idle_timeout: float = IDLE_TIMEOUT, deadline: float = DEADLINE) -> None:
+                 idle_timeout: float = IDLE_TIMEOUT, deadline: float = DEADLINE,
+                 context_window: int | None = None) -> None:
         self.model_id = model_id
         self.idle_timeout, self.deadline = idle_timeout, deadline
         self.name = f"{self.provider}/{model_id}"
+        # Tokens: what compaction fits the session to and the loop clips a result to.
+        self.context_window = context_window or window_for(self.name)
         backoff = backoff or Backoff()
         if max_retries is not None:
             backoff = Backoff(max_retries, backoff.base, backoff.cap, backoff.max_wait,

@@ -6,15 +6,17 @@ transcript below it is then the summary, the kept tail from `first_kept_entry_id
 came after; nothing is copied and nothing is removed, and going back to an entry before it
 brings the whole history back.
 
-Making one (`Compaction.run`): the cut is at a turn boundary (a kept tail starts with a user
-message, so no tool call is ever parted from its result), keeping the most recent
-`keep_tokens` verbatim and always the latest user request; what is before the cut is sent to
-the model with a prompt that keeps the task in hand. A compaction after a compaction sends the
+Making one (`Compaction.run`): the cut is at a user message (a turn's start) or at an
+assistant message inside a long run of tool rounds, never at a tool result (so no tool call is
+ever parted from its result), keeping the most recent `keep_tokens` verbatim; what is before
+the cut -- a run's start and its request included -- is sent to the model, fitted into half
+its window, with a prompt that keeps the task in hand. A compaction after a compaction sends the
 previous summary and asks for it updated with what came since, rather than summarising a
 summary of a summary; branch summaries in the cut part are part of what is sent. If the
 model fails, the summary is made from the entries (and says so).
 
-When: before a model call whose context would pass the window minus `reserve_tokens` (the
+When: before a model call -- the first of a run or any later one, between its rounds of
+tool calls -- whose context would pass the window minus `reserve_tokens` (the
 providers' reported usage where present, an estimate of 4 characters a token otherwise); after
 a context-overflow error (then the call is retried once: `mulligan.loop`); and by hand,
 `/compact [instructions]`. Settings: ``[compaction] auto, keep_tokens, reserve_tokens, model``.
@@ -122,15 +124,22 @@ class Compaction:
         return (min(self.settings.keep_tokens, int(window * 0.4)),
                 min(self.settings.reserve_tokens, int(window * 0.25)))
 
-    def hook(self, messages: list[Message], overflow: bool) -> Generator[Event, None, bool]:
-        """The loop's `compact`: before a call, compact when the context would pass the
-        window minus the reserve (if `auto`); after an overflow, always try."""
+    def hook(self, messages: list[Message], overflow: bool,
+             abort: threading.Event | None = None) -> Generator[Event, None, bool]:
+        """The loop's `compact`: before a call -- the first of a run, or the next after a
+        round of tool results -- compact when the context would pass the window minus the
+        reserve (if `auto`); after an overflow, always try. The summary request stops when
+        the run's `abort` is set, like the run (the summary is then made from the entries)."""
         tokens = estimate_tokens(self._system(), messages)
         if not overflow:
             _, reserve = self.limits()
             if not self.settings.auto or tokens <= self.window() - reserve:
                 return False
-        done = yield from self.run("overflow" if overflow else "threshold", tokens)
+        self.abort = abort
+        try:
+            done = yield from self.run("overflow" if overflow else "threshold", tokens)
+        finally:
+            self.abort = None
         if done:
             messages[:] = self.log.replay()  # the record in memory is the file's transcript
         return done
@@ -153,7 +162,8 @@ class Compaction:
             return False
         previous = self._previous(rows)
         start = 1 if previous is not None else 0
-        text = _request(rows[start:cut], previous, instructions)
+        budget = int(self.window() * 0.5 * CHARS_PER_TOKEN)  # half the window, in characters
+        text = _request(rows[start:cut], previous, instructions, budget)
         summary = ask_model(self._model or self._current(), SYSTEM, text, self.abort)
         if summary is None:  # the model failed: say what the entries say
             branch = self.log.branch(self.log.tip())
@@ -179,18 +189,21 @@ class Compaction:
 
 
 def _cut(rows: Sequence[tuple[str, Message]], keep: int) -> int | None:
-    """Where the kept tail starts: a user message (a turn's start), the latest one whose tail
-    holds at least `keep` tokens (else the earliest one), so the latest user request is
-    always kept; None when no turn boundary leaves anything new before it to summarise."""
+    """Where the kept tail starts: at a user message (a turn's start) or at an assistant
+    message (inside a long run of tool rounds: its tool calls' results come after it, so no
+    call is parted from its result), never at a tool result. The latest such place whose tail
+    holds at least `keep` tokens, else the earliest one; None when nothing new lies before
+    any of them to summarise. A cut inside a run summarises the run's start, its request
+    included."""
     lower = 1 if rows and _is_summary(rows[0][1]) else 0
-    users = [at for at in range(lower + 1, len(rows)) if rows[at][1]["role"] == "user"]
-    if not users:
+    places = [at for at in range(lower + 1, len(rows)) if rows[at][1]["role"] != "toolResult"]
+    if not places:
         return None
     tail, sizes = 0, {}
-    for at in range(len(rows) - 1, users[0] - 1, -1):
+    for at in range(len(rows) - 1, places[0] - 1, -1):
         tail += _message_chars(rows[at][1]) // CHARS_PER_TOKEN
         sizes[at] = tail
-    return max((at for at in users if sizes[at] >= keep), default=users[0])
+    return max((at for at in places if sizes[at] >= keep), default=places[0])
 
 
 def _is_summary(message: Message) -> bool:
@@ -199,12 +212,22 @@ def _is_summary(message: Message) -> bool:
 
 
 def _request(rows: Sequence[tuple[str, Message]], previous: str | None,
-             instructions: str) -> str:
-    parts = [UPDATE, "Summary so far:\n" + previous] if previous is not None else []
-    for _, message in rows:
-        part = entry_text({"type": "message", "message": message})
-        if part:
-            parts.append(part)
-    if instructions:
-        parts.append(f"The user asks that the summary: {instructions}")
-    return "\n\n".join(parts)
+             instructions: str, budget: int) -> str:
+    """The part being summarised as text, fitted into `budget` characters: the first part
+    (the previous summary, else the first request) always, then the newest messages that
+    fit, saying how many between them were left out."""
+    parts = [t for t in (entry_text({"type": "message", "message": m}) for _, m in rows) if t]
+    head = [UPDATE, "Summary so far:\n" + previous] if previous is not None else \
+        [f"{parts.pop(0)[:budget // 4]}"] if parts else []
+    used = sum(map(len, head))
+    kept: list[str] = []
+    for part in reversed(parts):
+        if used + len(part) > budget:
+            break
+        kept.append(part)
+        used += len(part)
+    kept.reverse()
+    if len(kept) < len(parts):
+        head.append(f"[{len(parts) - len(kept)} messages left out here]")
+    tail = [f"The user asks that the summary: {instructions}"] if instructions else []
+    return "\n\n".join([*head, *kept, *tail])

@@ -26,6 +26,7 @@ from typing import Any, cast
 from mulligan.app.workspace.checkpoints import workspace_of
 from mulligan.brief import arguments_text
 from mulligan.messages import Message, content_text, is_failed, text_of, user_message
+from mulligan.providers.facts import window_of
 from mulligan.session import SessionLog
 from mulligan.session.branches import message_of
 from mulligan.wire import Model
@@ -48,8 +49,6 @@ At most 300 words. No preamble, no advice."""
 
 TOOL_CLIP = 1500  # characters of one tool result in the request
 MAX_SUMMARY = 8000  # characters of a summary kept (about 2k tokens)
-WINDOWS = {"anthropic/": 200_000, "openai/gpt-5": 400_000, "openai/": 128_000}
-DEFAULT_WINDOW = 32_000  # tokens, for a model whose window is not known
 _EXIT = re.compile(r"\[exit code (-?\d+)\]")
 
 Entry = Mapping[str, Any]
@@ -64,14 +63,8 @@ class Summary:
 
 
 def context_window(model: Model) -> int:
-    """The model's context window in tokens: its own `context_window` if it says, else a
-    known one by name, else 32k."""
-    own = getattr(model, "context_window", None)
-    if isinstance(own, int) and own > 0:
-        return own
-    name = str(getattr(model, "name", ""))
-    return next((size for prefix, size in WINDOWS.items() if name.startswith(prefix)),
-                DEFAULT_WINDOW)
+    """The model's context window in tokens (`mulligan.providers.facts.window_of`)."""
+    return window_of(model)
 
 
 def abandoned(log: SessionLog, target: str) -> Sequence[Entry]:

@@ -1,0 +1,47 @@
+"""What is known about models by name, in one place: context windows, prices, defaults.
+
+In: a model name ("anthropic/claude-sonnet-4-6", "openai/gpt-5.5", ...). Out: plain numbers.
+Never a guess presented as a fact: a window not known is `DEFAULT_WINDOW` (small, so that a
+session compacts early rather than overflows), a price not known is None (no cost is shown).
+A model object may carry its own `context_window` (the embedded model knows its n_ctx, a
+config file may set one): `window_of` prefers it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["DEFAULT_WINDOW", "PRICES", "PRICES_AS_OF", "WINDOWS", "price_of", "window_of",
+           "window_for"]
+
+# Tokens, by name prefix; the first prefix that matches wins.
+WINDOWS = {"anthropic/": 200_000, "openai/gpt-5": 400_000, "openai/": 128_000,
+           "google/": 1_000_000}
+DEFAULT_WINDOW = 32_000  # tokens, for a model whose window is not known
+
+PRICES_AS_OF = "2026-11"
+# (input, output, cache read, cache write) in dollars per million tokens.
+PRICES: dict[str, tuple[float, float, float, float]] = {
+    "anthropic/claude-sonnet-4": (3.00, 15.00, 0.30, 3.75),
+    "anthropic/claude-haiku-4": (1.00, 5.00, 0.10, 1.25),
+    "anthropic/claude-opus-4-5": (5.00, 25.00, 0.50, 6.25),
+}
+
+
+def window_for(name: str) -> int:
+    """The context window of the model called `name`, in tokens (see the module docstring)."""
+    return next((size for prefix, size in WINDOWS.items() if name.startswith(prefix)),
+                DEFAULT_WINDOW)
+
+
+def window_of(model: Any) -> int:
+    """A model object's context window: its own `context_window` if it says, else by name."""
+    own = getattr(model, "context_window", None)
+    if isinstance(own, int) and not isinstance(own, bool) and own > 0:
+        return own
+    return window_for(str(getattr(model, "name", "")))
+
+
+def price_of(name: str) -> tuple[float, float, float, float] | None:
+    """(input, output, cache read, cache write) dollars per million tokens, or None."""
+    return next((p for prefix, p in PRICES.items() if name.startswith(prefix)), None)
