@@ -76,6 +76,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--adopt", action="store_true",
                         help="with --attempts: put the passing attempt with the fewest changed "
                              "lines into the working folder")
+    parser.add_argument("--mcp-config", action="append", metavar="FILE",
+                        help="start the MCP servers of FILE, in Claude Code's .mcp.json shape "
+                             "(repeatable; -p uses a folder's own .mcp.json only this way)")
     which = parser.add_mutually_exclusive_group()
     which.add_argument("-c", "--continue", dest="continue_", action="store_true",
                        help="continue the newest session of this folder")
@@ -86,7 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
     which.add_argument("--no-session", action="store_true",
                        help="save nothing (no /tree, /back or /edit)")
 
-    commands = parser.add_subparsers(dest="command", metavar="{sessions,session,gc}")
+    commands = parser.add_subparsers(dest="command", metavar="{sessions,session,gc,mcp}")
     sessions = commands.add_parser(
         "sessions", aliases=["session"], help="list, show, export and check session files",
         description="Session files. FILE is a path, or the start of a file name among this "
@@ -157,6 +160,14 @@ def build_parser() -> argparse.ArgumentParser:
     commands.add_parser("gc", help="free checkpoint snapshots and file copies that no session "
                                    "refers to, and report the space used",
                         description="Free what no session under $MULLIGAN_HOME refers to.")
+    mcp = commands.add_parser("mcp", help="the MCP servers this folder would use",
+                              description="MCP servers: config.toml's [mcp_servers.NAME], "
+                                          "--mcp-config files, a trusted folder's .mcp.json.")
+    mcp_actions = mcp.add_subparsers(dest="mcp_action", required=True, metavar="ACTION")
+    mcp_list = mcp_actions.add_parser("list", help="start each server; print its state and "
+                                                   "tools (exit 1 if one failed)")
+    mcp_list.add_argument("--mcp-config", action="append", metavar="FILE", dest="mcp_config",
+                          help="also the servers of FILE (.mcp.json shape)")
     return parser
 
 
@@ -173,6 +184,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _ACTIONS[args.action](args, out)
         if args.command == "gc":
             return modes.gc(args, out)
+        if args.command == "mcp":
+            return modes.mcp_list(args, out)
         if args.mode != "text" and args.print is None:
             raise modes.UsageError("--mode needs -p")
         if args.image and args.print is None:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from mulligan.app.exports.export import KINDS, Kind, export, origin_of
 from mulligan.app.exports.linear import write_linear
@@ -45,6 +45,9 @@ from mulligan.session.storage import Releasable
 from mulligan.session.tree import Entry
 from mulligan.tools import Tool
 from mulligan.wire import Event, Model
+
+if TYPE_CHECKING:
+    from mulligan.app.extensions.setup import Extensions
 
 __all__ = ["Controller", "Refused"]
 
@@ -77,11 +80,15 @@ class Controller:
         compaction: CompactionSettings | None = None, compaction_model: Model | None = None,
         sessions: Sessions | None = None, secrets: Secrets | None = None,
         tools_for: Callable[[Path], list[Tool]] | None = None,
+        extensions: Extensions | None = None,
     ) -> None:
         self.permissions = permissions
         self.secrets = secrets  # the keys it redacts; `--mode json` scrubs events with them
         # The run's tools rooted in another folder (parallel attempts), asking nothing.
         self.tools_for = tools_for
+        # The user's MCP servers, hooks, commands and skills (app/extensions); None: none.
+        self.extensions = extensions
+        self._base_tools = list(tools)
         self._compaction = compaction or CompactionSettings()
         self._compaction_model = compaction_model
         if summarize_on_back not in ("ask", "always", "never"):
@@ -190,7 +197,8 @@ class Controller:
 
     def _harness(self, model: Model, tools: list[Tool] | tuple[Tool, ...],
                  max_turns: int | None, messages: list[Message]) -> Harness:
-        system = system_prompt(model, self.cwd, base_file=self._prompt_file)
+        system = system_prompt(model, self.cwd, base_file=self._prompt_file,
+                               extra=self.extensions.prompt_text() if self.extensions else "")
         compact = None
         if self._log is not None:
             compaction = Compaction(self._log, self._compaction, lambda: self.harness.model,
@@ -230,13 +238,20 @@ class Controller:
             self._lease.release()
         if self.checkpoints is not None:
             self.checkpoints.close()
+        if self.extensions is not None:
+            self.extensions.close()
 
     # -- running --------------------------------------------------------------------------
 
     def run_prompt(self, text: Content) -> Iterator[Event]:
         """The events of one run of `text`, a string or text and image blocks (a
-        RuntimeError while another run is going on)."""
-        return self.harness.prompt(text)
+        RuntimeError while another run is going on). With extensions, the hooks' and MCP
+        servers' events come in the same stream."""
+        if self.extensions is None:
+            return self.harness.prompt(text)
+        guard = self.permissions.guard if self.permissions is not None else None
+        return self.extensions.run(self.harness, text, base_tools=self._base_tools,
+                                   guard=guard, session_file=self.where)
 
     def steer(self, text: str) -> None:
         self.harness.steer(text)

@@ -7,7 +7,9 @@
   bash asks.
 - "auto": nothing asks.
 
-Read-only tools (`read`, `ls`, `grep`, `find`) never ask. With nobody to ask (no terminal:
+MCP tools (`mcp__SERVER__TOOL`) ask like bash: under "ask" and "edits"; "a" allows that
+one tool for the session; a "plan" mode refuses them. Read-only tools (`read`, `ls`, `grep`,
+`find`) never ask. With nobody to ask (no terminal:
 `-p` under "ask" or "edits") a call that would ask is refused. A refusal -- "no", nobody to
 ask, or an abort while the question is on screen -- is the call's recorded toolResult
 (is_error true, with the reason), so the model reads it and carries on: `guard` wraps each
@@ -17,6 +19,7 @@ tool's execute, and the refusal is a ToolError that `run_tool` turns into the re
 from __future__ import annotations
 
 import difflib
+import json
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -33,6 +36,12 @@ MODES = ("ask", "edits", "auto")
 EDITS = frozenset({"write", "edit"})
 ASKING = EDITS | {"bash"}
 PREVIEW_LINES = 60
+MCP_PREFIX = "mcp__"
+
+
+def _asks(tool: str) -> bool:
+    """Whether `tool` is one that may ask: bash, the file changes, and every MCP tool."""
+    return tool in ASKING or tool.startswith(MCP_PREFIX)
 
 
 @dataclass
@@ -77,13 +86,13 @@ class Permissions:
         return f"permission mode {self.mode}: {what}{allowed}"
 
     def needs_asking(self, tool: str) -> bool:
-        if tool not in ASKING or self.mode == "auto" or tool in self.always:
+        if not _asks(tool) or self.mode == "auto" or tool in self.always:
             return False
         return not (self.mode == "edits" and tool in EDITS)
 
     def guard(self, tools: Sequence[Tool]) -> list[Tool]:
         """`tools` with bash, write and edit asking first (as the mode says, at call time)."""
-        return [self._guarded(tool) if tool["name"] in ASKING else tool for tool in tools]
+        return [self._guarded(tool) if _asks(tool["name"]) else tool for tool in tools]
 
     def _guarded(self, tool: Tool) -> Tool:
         execute = tool["execute"]
@@ -99,6 +108,9 @@ class Permissions:
     def check(self, tool: str, arguments: Mapping[str, Any],
               abort: threading.Event | None) -> None:
         """Return if the call may run; raise ToolError (the recorded refusal) if not."""
+        if self.mode == "plan" and tool.startswith(MCP_PREFIX):
+            raise ToolError(f"Refused: plan mode does not call MCP tools ({tool}); it only "
+                            "reads and plans.")
         if not self.needs_asking(tool):
             return
         if self.asker is None:
@@ -120,6 +132,10 @@ class Permissions:
         """The command, or the diff the change would make (capped)."""
         if tool == "bash":
             return [f"$ {line}" for line in str(arguments.get("command", "")).splitlines()]
+        if tool.startswith(MCP_PREFIX):
+            shown = json.dumps(dict(arguments), indent=1, ensure_ascii=False).splitlines()
+            return shown[:PREVIEW_LINES] + ([f"... {len(shown) - PREVIEW_LINES} more lines"]
+                                            if len(shown) > PREVIEW_LINES else [])
         path = str(arguments.get("path", ""))
         try:
             file = self.workspace.resolve(path)

@@ -31,6 +31,10 @@ class FinalTextRenderer:
             self.last = event["message"]
         elif kind == "agent_end":
             self._finish()
+        elif kind == "hook" and event.get("event") == "user_prompt_submit" \
+                and event.get("outcome") == "blocked":  # the prompt was never sent
+            self._fail(f"a user_prompt_submit hook blocked the prompt: "
+                       f"{str(event.get('stderr', '')).strip() or event.get('command')}")
 
     def _finish(self) -> None:
         last = self.last

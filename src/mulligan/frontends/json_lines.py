@@ -56,3 +56,6 @@ class JsonRenderer:
         self.out.flush()
         if event["type"] == "message_end" and event["message"]["role"] == "assistant":
             self.status = 1 if is_failed(event["message"]) else 0
+        elif event["type"] == "hook" and event.get("event") == "user_prompt_submit" \
+                and event.get("outcome") == "blocked":
+            self.status = 1  # the prompt was never sent

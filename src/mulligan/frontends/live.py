@@ -134,6 +134,9 @@ class LiveRenderer:
                        f"{event.get('reason')})…", "yellow")
         elif kind == "compaction_end":
             self._line(compaction_line(event), "yellow" if not event.get("error") else "red")
+        elif kind in ("hook", "mcp"):  # a hook that ran, an MCP server that is not ready
+            bad = event.get("outcome") in ("blocked", "failed") or kind == "mcp"
+            self._line(str(event.get("line", kind)), "yellow" if bad else "dim")
 
     def _message_end(self, message: dict[str, Any]) -> None:
         role = message.get("role")

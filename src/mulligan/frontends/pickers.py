@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from prompt_toolkit.completion import Completer, Completion
@@ -18,7 +18,11 @@ __all__ = ["SlashCompleter", "pick_session"]
 
 
 class SlashCompleter(Completer):
-    """Completes command names after a leading "/" (and "all" after /tree and /sessions)."""
+    """Completes command names after a leading "/" (and "all" after /tree and /sessions);
+    `extra()` gives more (name, description) pairs: the user's own commands."""
+
+    def __init__(self, extra: Callable[[], list[tuple[str, str]]] | None = None) -> None:
+        self.extra = extra
 
     def get_completions(self, document: Document, complete_event: Any) -> Iterable[Completion]:
         text = document.text_before_cursor
@@ -29,6 +33,9 @@ class SlashCompleter(Completer):
                 if found.name.startswith(text[1:]):
                     yield Completion("/" + found.name, start_position=-len(text),
                                      display_meta=found.help)
+            for name, about in self.extra() if self.extra is not None else []:
+                if name.startswith(text[1:]):
+                    yield Completion("/" + name, start_position=-len(text), display_meta=about)
             return
         command, _, rest = text.partition(" ")
         if command in ("/tree", "/sessions") and "all".startswith(rest):

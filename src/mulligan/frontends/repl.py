@@ -45,6 +45,7 @@ from mulligan.frontends.commands import (
     going_back,
     resume_to,
 )
+from mulligan.frontends.extensions import custom_entries
 from mulligan.frontends.live import LiveRenderer
 from mulligan.frontends.pickers import SlashCompleter
 from mulligan.frontends.slash import Outcome, run_command
@@ -80,7 +81,8 @@ class Repl:
         self._status = ""  # the status line, worked out when the REPL comes to rest
         self.session: PromptSession[str] = PromptSession(
             multiline=True, key_bindings=self._bindings(), history=history,
-            completer=SlashCompleter(), complete_while_typing=False,
+            completer=SlashCompleter(lambda: custom_entries(self.controller)),
+            complete_while_typing=False,
             input=input, output=output, prompt_continuation=lambda w, n, s: ". ".rjust(w),
             bottom_toolbar=self._toolbar, refresh_interval=0.25,
         )
@@ -385,6 +387,16 @@ class Repl:
                         else None)
         if outcome.fill is not None:
             self._fill = outcome.fill
+        if outcome.send is not None:  # a custom command: its text is the prompt
+            if outcome.model:
+                model = str(outcome.model)
+                switched = _safely(lambda: Outcome([
+                    f"model {self.controller.set_model(model)} (the command's own)"]), width)
+                for shown in switched.lines:
+                    self._print(shown, "red" if switched.error else "dim")
+                if switched.error:
+                    return True
+            self._start_run(outcome.send)
         return not outcome.quit
 
     async def _while_summarising(self, action: Callable[[], Outcome]) -> Outcome:

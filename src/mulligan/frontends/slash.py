@@ -20,7 +20,8 @@ from mulligan.app import Controller, LeaseHeld, Refused
 from mulligan.session import SessionError, UnknownEntry
 
 # Each module registers its commands when imported; `commands()` imports them on first use.
-COMMAND_MODULES = ("mulligan.frontends.commands", "mulligan.frontends.attempt_commands")
+COMMAND_MODULES = ("mulligan.frontends.commands", "mulligan.frontends.attempt_commands",
+                   "mulligan.frontends.extensions")
 
 Handler = Callable[..., "Outcome"]
 
@@ -36,6 +37,8 @@ class Outcome:
     pick: str | None = None          # "back", "edit", "tree", "resume" or "files": a picker
     choices: list[tuple[str, str]] = field(default_factory=list)
     diff: bool = False               # the lines are a unified diff (coloured by the REPL)
+    send: str | None = None          # send this text as a prompt (a custom command)
+    model: str | None = None         # ... with this model (its front matter's `model`)
 
 
 @dataclass(frozen=True)
@@ -111,7 +114,10 @@ def run_command(controller: Controller, line: str, *, width: int = 80,
     name, args = words[0].lower(), words[1:]
     found = commands().get(name)
     if found is None:
-        return Outcome([f"unknown command /{name}; /help lists them"], error=True)
+        from mulligan.frontends.extensions import custom_command
+
+        custom = custom_command(controller, words[0], line[1:].strip()[len(words[0]):].strip())
+        return custom or Outcome([f"unknown command /{name}; /help lists them"], error=True)
     most = found.most_args
     if most is not None and len([a for a in args if a != "--summary"]) > most:
         usage = f"/{name} {found.usage}".strip()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from mulligan.modes.common import UsageError
 from mulligan.modes.interactive import run_interactive
+from mulligan.modes.mcp import mcp_list
 from mulligan.modes.print import run_print
 from mulligan.modes.sessions import (
     gc,
@@ -28,7 +29,7 @@ from mulligan.modes.sessions import (
     sessions_tree,
 )
 
-__all__ = ["UsageError", "gc", "run_interactive", "run_print", "session_check",
+__all__ = ["UsageError", "gc", "mcp_list", "run_interactive", "run_print", "session_check",
            "session_migrate", "session_repair", "sessions_back", "sessions_diff", "sessions_export",
            "sessions_files", "sessions_ls", "sessions_pull", "sessions_push", "sessions_show",
            "sessions_tree"]

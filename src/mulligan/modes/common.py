@@ -102,30 +102,62 @@ def build_controller(args: argparse.Namespace, err: TextIO, *, defer: bool = Fal
     secrets = Secrets.of(environment(), config)
     guard_process(secrets.hidden)  # the keys out of the environment, this process unreadable
     settings = config.get("tools", {})
+    extensions = extensions_for(args, config, home, cwd, interactive=interactive)
 
     def tools_in(folder: Path) -> list[Any]:
         return coding_tools(folder, bash_timeout=settings.get("bash_timeout", 120.0),
                             bash_timeout_max=settings.get("bash_timeout_max", 1800.0),
-                            hide_env=secrets.hidden, sandbox=sandbox)
+                            hide_env=secrets.hidden, sandbox=sandbox,
+                            read_roots=extensions.read_roots() if extensions else ())
 
     permissions = Permissions(mode, cwd)
     tools = permissions.guard(tools_in(cwd))
+    if extensions is not None:
+        tools = extensions.wrap(tools)
     controller = Controller(
         model=model, tools=tools, cwd=cwd, home=home, session_file=session_file,
         max_turns=args.max_turns, system_prompt_file=prompt_file, redact=secrets.redact,
         redact_text=secrets.redact_text, secrets=secrets,
         checkpoints=checkpoints_for(config, home, cwd) if session_file is not None else None,
         summarize_on_back=config.get("summarize_on_back", "ask"), permissions=permissions,
-        compaction=CompactionSettings.of(config), sessions=sessions,
+        compaction=CompactionSettings.of(config), sessions=sessions, extensions=extensions,
         compaction_model=resolve(config["compaction"]["model"], base_url=None, home=home,
                                  defer=defer) if config.get("compaction", {}).get("model")
         else None,
         resolver=lambda name: resolve(name, base_url=args.base_url, home=home, err=err),
         tools_for=lambda folder: Permissions("auto", folder).guard(tools_in(folder)))
+    if extensions is not None:
+        extensions.start()  # MCP servers connect while the user types the first prompt
     # The session just read back lives as long as the run: the cyclic collector need never
     # walk it (a 100k-entry transcript made every full collection a long pause).
     collector.freeze()
     return controller
+
+
+def extensions_for(args: argparse.Namespace, config: dict[str, Any], home: Path, cwd: Path,
+                   *, interactive: bool = False) -> Any:
+    """The user's MCP servers, hooks, commands and skills (`app.extensions.setup`), or None
+    when there are none. A folder's own `.claude/settings.json` hooks come only when the user
+    trusts the folder (the REPL asked: `mulligan.frontends.extensions`), and its `.mcp.json`
+    only then in the REPL; `-p` takes a project `.mcp.json` only named with --mcp-config. A
+    mistake in config.toml or a --mcp-config file is a UsageError."""
+    from mulligan.app.extensions.mcp_config import Trust
+    from mulligan.app.extensions.setup import Extensions
+
+    def builtins() -> list[str]:
+        from mulligan.frontends.slash import commands
+
+        return list(commands())
+
+    files = [Path(f).expanduser() for f in getattr(args, "mcp_config", None) or []]
+    trusted = Trust(home).answer(cwd) is True
+    try:
+        found = Extensions.load(config, home, cwd, mcp_files=files,
+                                project_servers=trusted and interactive,
+                                project_hooks=trusted, builtins=builtins)
+    except (OSError, ValueError) as exc:
+        raise UsageError(str(exc)) from None
+    return found if found.configured() else None
 
 
 def checkpoints_for(config: dict[str, Any], home: Path, cwd: Path) -> Any:

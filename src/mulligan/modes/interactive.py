@@ -15,6 +15,7 @@ from mulligan.modes.common import (
     UsageError,
     build_controller,
     home_of,
+    working_folder,
 )
 
 
@@ -28,6 +29,9 @@ def run_interactive(args: argparse.Namespace, err: TextIO) -> int:
     if not sys.stdin.isatty():
         raise UsageError("stdin is not a terminal: use -p TASK for one run "
                          "(-p - reads the task from stdin)")
+    from mulligan.frontends.extensions import ask_trust
+
+    ask_trust(working_folder(args), home_of())  # a folder's own .mcp.json and hooks: once
     controller = build_controller(args, err, defer=True, interactive=True)
     load = getattr(controller.model, "load", None)
     if callable(load):
@@ -35,6 +39,8 @@ def run_interactive(args: argparse.Namespace, err: TextIO) -> int:
     console = Console(highlight=False)
     for line in banner(controller):
         console.print(line, style="dim", markup=False, highlight=False, soft_wrap=True)
+    for line in controller.extensions.problems if controller.extensions else []:
+        console.print(line, style="yellow", markup=False, highlight=False, soft_wrap=True)
     for line in recap(controller.harness.messages):  # resuming: where the branch left off
         console.print(line, markup=False, highlight=False, soft_wrap=True)
     # --no-session writes nothing, the input history included.

@@ -1,5 +1,5 @@
 """System prompts: the base text for the model's size, plus the working folder and the
-project's AGENTS.md instructions.
+project's AGENTS.md instructions (CLAUDE.md where a folder has no AGENTS.md).
 
 In: the model (its `compact_prompt` attribute picks local.md over hosted.md), the working
 folder, and optionally a file replacing the base text. Out: one string. Reads files; never
@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 INSTRUCTIONS_FILE = "AGENTS.md"
+FALLBACK_FILE = "CLAUDE.md"  # Claude Code's name, read where a folder has no AGENTS.md
 
 
 def base_prompt(compact: bool = False) -> str:
@@ -25,19 +26,27 @@ def base_prompt(compact: bool = False) -> str:
 
 def instruction_files(cwd: Path) -> list[Path]:
     """The AGENTS.md files that apply to `cwd`, outermost first: one in `cwd` and in each
-    parent up to the git repository root (the folder holding ``.git``). Outside a repository
-    only `cwd` itself is looked in."""
+    parent up to the git repository root (the folder holding ``.git``); a folder without
+    AGENTS.md gives its CLAUDE.md instead. Outside a repository only `cwd` itself is looked
+    in."""
     cwd = Path(cwd).resolve()
     chain = [cwd, *cwd.parents]
     root = next((folder for folder in chain if (folder / ".git").exists()), None)
     folders = chain[: chain.index(root) + 1] if root is not None else [cwd]
-    return [f / INSTRUCTIONS_FILE for f in reversed(folders) if (f / INSTRUCTIONS_FILE).is_file()]
+    found = []
+    for folder in reversed(folders):
+        for name in (INSTRUCTIONS_FILE, FALLBACK_FILE):
+            if (folder / name).is_file():
+                found.append(folder / name)
+                break
+    return found
 
 
-def system_prompt(model: Any, cwd: Path, *, base_file: Path | None = None) -> str:
+def system_prompt(model: Any, cwd: Path, *, base_file: Path | None = None,
+                  extra: str = "") -> str:
     """The whole system prompt for `model` working in `cwd`. `base_file` replaces the packaged
     base text (--system-prompt-file); AGENTS.md is added either way, and the working folder
-    for every model but a compact (small local) one."""
+    for every model but a compact (small local) one; `extra` (the skills' list) last."""
     compact = bool(getattr(model, "compact_prompt", False))
     base = Path(base_file).read_text(encoding="utf-8") if base_file else base_prompt(compact)
     parts = [base.rstrip()]
@@ -49,4 +58,6 @@ def system_prompt(model: Any, cwd: Path, *, base_file: Path | None = None) -> st
         text = found.read_text(encoding="utf-8", errors="replace").strip()
         if text:
             parts.append(f"Project instructions from {found}:\n\n{text}")
+    if extra.strip():
+        parts.append(extra.strip())
     return "\n\n".join(parts) + "\n"

@@ -16,6 +16,8 @@ and a few per-provider settings.
                            model = "anthropic/claude-haiku-4-5"   (optional)
     [tools]                hide_env = ["GITHUB_TOKEN"]  bash_timeout = 120
                            bash_timeout_max = 1800
+    [mcp_servers.NAME]     command, args, env, cwd | url, headers; timeout   (app/extensions)
+    [[hooks.EVENT]]        command, matcher, timeout                         (app/extensions)
 
 In: the home folder and the environment. Out: plain dicts and strings. Never writes anything,
 never creates the folder, and never puts a key into an error message. A file that is not TOML,
@@ -40,7 +42,7 @@ URL_VARIABLES = {"anthropic": "ANTHROPIC_BASE_URL", "openai": "OPENAI_BASE_URL"}
 # local provider, when a local model is resolved) and the coding session's settings (read by
 # mulligan.app; checked here, so a typo is named at once).
 _TOP_LEVEL = ("model", "providers", "local", "tools", "checkpoints", "summarize_on_back",
-              "permission_mode", "compaction", "store", "attempts")
+              "permission_mode", "compaction", "store", "attempts", "mcp_servers", "hooks")
 _SETTINGS: dict[str, dict[str, type | tuple[type, ...]]] = {
     "anthropic": {"api_key": str, "base_url": str, "max_tokens": int, "thinking_budget": int,
                   "timeout": (int, float), "max_retries": int, "idle_timeout": (int, float),

@@ -38,7 +38,7 @@ def read_tool(
         path = arguments["path"]
         offset = int(arguments.get("offset", 1))
         limit = arguments.get("limit")
-        file = _existing_file(ws, path)
+        file = _existing_file(ws, path, reading=True)
         with file.open("rb") as handle:
             head = handle.read(_SNIFF)
             if sniff(head[:16]) is not None:
@@ -208,9 +208,10 @@ def edit_tool(root: Root) -> Tool:
     }
 
 
-def _existing_file(ws: Workspace, path: str) -> Path:
-    """The real path of an existing file in the workspace, or a ToolError saying what is wrong."""
-    file = ws.resolve(path)
+def _existing_file(ws: Workspace, path: str, *, reading: bool = False) -> Path:
+    """The real path of an existing file in the workspace (`reading`: or in one of its read
+    roots), or a ToolError saying what is wrong."""
+    file = ws.resolve(path, reading=reading)
     if not file.exists():
         raise ToolError(f"File not found: {path}. Use ls or find to see what is there.")
     if file.is_dir():

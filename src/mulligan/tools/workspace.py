@@ -29,20 +29,24 @@ class Workspace:
     """The folder the tools work in. `root` must be an existing folder; it is resolved once
     (symlinks included) when the workspace is made, and NotADirectoryError names it if not."""
 
-    def __init__(self, root: str | os.PathLike[str]) -> None:
+    def __init__(self, root: str | os.PathLike[str],
+                 read_roots: tuple[str | os.PathLike[str], ...] = ()) -> None:
         resolved = Path(root).resolve()
         if not resolved.is_dir():
             raise NotADirectoryError(f"Workspace {root} is not an existing folder")
         self.root = resolved
+        # Folders outside the root that `read` (only) may open: the user's skill folders.
+        self.read_roots = tuple(Path(r).resolve() for r in read_roots)
 
     @classmethod
     def of(cls, root: Root) -> Workspace:
         """`root` itself when it is a Workspace (the coding tools share one), else a new one."""
         return root if isinstance(root, Workspace) else cls(root)
 
-    def resolve(self, path: str) -> Path:
+    def resolve(self, path: str, *, reading: bool = False) -> Path:
         """The real path for `path` (relative to the root, or absolute), symlinks resolved.
-        Raises OutsideWorkspace when it lands outside the root. The path need not exist."""
+        Raises OutsideWorkspace when it lands outside the root (`reading`: and outside every
+        one of `read_roots`). The path need not exist."""
         candidate = Path(path)
         if not candidate.is_absolute():
             candidate = self.root / candidate
@@ -52,6 +56,8 @@ class Workspace:
             raise ToolError(f"{path} cannot be used: it is a symlink loop (a link that leads "
                             "back to itself).") from None
         if resolved == self.root or resolved.is_relative_to(self.root):
+            return resolved
+        if reading and any(resolved.is_relative_to(r) for r in self.read_roots):
             return resolved
         lexical = Path(os.path.normpath(candidate))
         if lexical == self.root or lexical.is_relative_to(self.root):

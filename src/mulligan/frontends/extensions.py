@@ -1,0 +1,94 @@
+"""The user's setup in the REPL: `/mcp`, custom commands (`/NAME ARGS`), the question about a
+folder's own `.mcp.json` and `.claude/settings.json` hooks, and the server lines `/mcp` and
+`mulligan mcp list` share.
+
+In: the Controller (its `extensions`, None when the user has none). Out: `Outcome`s and
+lines. Registers `/mcp` when imported (it is in `COMMAND_MODULES`); never raises for a
+missing setup.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from mulligan.app import Controller
+from mulligan.frontends.slash import Outcome, command
+
+__all__ = ["ask_trust", "custom_command", "custom_entries", "server_lines"]
+
+
+def server_lines(states: list[Any]) -> list[str]:
+    """One line per server (name, state and why, transport, where it was set), then its
+    tools' names."""
+    from mulligan.app.extensions.mcp_client import tool_name
+
+    lines = []
+    for state in states:
+        server = state.server
+        said = f": {state.error}" if state.error else ""
+        lines.append(f"{server.name}  {state.state}{said}  ({server.transport}: "
+                     f"{server.describe()}; from {server.origin})")
+        if state.tools:
+            lines.append("  " + ", ".join(tool_name(server.name, str(t["name"]))
+                                          for t in state.tools))
+    return lines
+
+
+@command("mcp", "", "the MCP servers: state and tools", most_args=0)
+def _mcp(controller: Controller, args: list[str], width: int) -> Outcome:
+    extensions = controller.extensions
+    if extensions is None or extensions.mcp is None:
+        return Outcome(["no MCP servers (config.toml's [mcp_servers.NAME], --mcp-config "
+                        "FILE, or a trusted folder's .mcp.json)"])
+    return Outcome(server_lines(extensions.mcp.states()))
+
+
+def custom_entries(controller: Controller) -> list[tuple[str, str]]:
+    """(name, description) of each custom command, for the `/` menu and /help."""
+    extensions = controller.extensions
+    if extensions is None:
+        return []
+    return [(c.name, c.description or f"(from {c.path})") for c in extensions.commands]
+
+
+def custom_command(controller: Controller, name: str, arguments: str) -> Outcome | None:
+    """`/NAME ARGS` for a custom command: the text to send (and the model it names), or None
+    when there is no such command."""
+    from mulligan.app.extensions.commands import expand
+
+    extensions = controller.extensions
+    found = extensions.command(name) if extensions is not None else None
+    if found is None:
+        return None
+    return Outcome(send=expand(found, arguments), model=found.model)
+
+
+def ask_trust(cwd: Path, home: Path, ask: Callable[[str], str] = input,
+              say: Callable[[str], None] = print) -> bool | None:
+    """Before the REPL starts: when `cwd` has a `.mcp.json` or `.claude/settings.json` hooks
+    and the user was never asked about this folder, ask once and remember the answer.
+    Returns the folder's answer (None: nothing to ask about)."""
+    from mulligan.app.extensions.mcp_config import Trust
+    from mulligan.app.extensions.setup import project_setup
+
+    found = project_setup(cwd)
+    if not found:
+        return None
+    trust = Trust(home)
+    known = trust.answer(cwd)
+    if known is not None:
+        return known
+    say(f"This folder ({cwd}) brings its own setup, which can run commands on this machine:")
+    for line in found:
+        say(f"  {line}")
+    try:
+        answer = ask("Trust this folder and use it? [y/N] ").strip().lower()
+    except (EOFError, KeyboardInterrupt):
+        answer = ""
+    trusted = answer in ("y", "yes")
+    trust.remember(cwd, trusted)
+    say("trusted: used from now on in this folder" if trusted else
+        f"not used (remembered; delete {trust.path} to be asked again)")
+    return trusted
