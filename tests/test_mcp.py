@@ -169,7 +169,9 @@ def test_headers_are_sent_to_an_http_server():
 def test_an_image_from_an_sdk_server_is_an_image_block():
     servers = started(odd())
     try:
-        content = servers.call("odd", "picture", {})
+        result = call(servers.tools(), "mcp__odd__picture", {})  # through run_tool
+        content = result["content"]
+        assert result["is_error"] is False
         assert content[0] == {"type": "text", "text": "a one-pixel picture"}
         assert content[1]["type"] == "image" and content[1]["mime_type"] == "image/png"
     finally:
