@@ -30,7 +30,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from mulligan.messages import Message
-from mulligan.providers.config import KEY_VARIABLES, api_key, withhold_keys
+from mulligan.providers.config import (
+    ALL_KEY_VARIABLES,
+    KEY_VARIABLES,
+    api_key,
+    withhold_keys,
+)
 from mulligan.providers.errors import MIN_SECRET
 
 __all__ = ["MIN_SECRET", "EventScrubber", "Secrets", "guard_process"]
@@ -50,7 +55,7 @@ class Secrets:
     def of(cls, env: Mapping[str, str], config: Mapping[str, Any]) -> Secrets:
         """The provider keys (environment and config.toml) and `[tools] hide_env`. `env` is
         the environment Mulligan started with (`mulligan.providers.config.environment()`)."""
-        hidden = [*KEY_VARIABLES.values(), *config.get("tools", {}).get("hide_env", [])]
+        hidden = [*ALL_KEY_VARIABLES, *config.get("tools", {}).get("hide_env", [])]
         values = {name: env[name].strip() for name in hidden if env.get(name, "").strip()}
         for provider, variable in KEY_VARIABLES.items():
             key = api_key(provider, config, {})  # the config file's own key, if any
@@ -159,7 +164,7 @@ class EventScrubber:
         return [{"type": "message_update", "delta": held}]
 
 
-def guard_process(names: Iterable[str] = KEY_VARIABLES.values(), environ: Any = None) -> None:
+def guard_process(names: Iterable[str] = ALL_KEY_VARIABLES, environ: Any = None) -> None:
     """Keep the variables `names` (`Secrets.hidden`: the provider keys and `hide_env`) from
     whatever the agent runs (see the module docstring): out of `environ` (default os.environ)
     into memory, overwritten in the kernel's view of the

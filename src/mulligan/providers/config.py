@@ -10,6 +10,8 @@ and a few per-provider settings.
                            timeout = 600  max_retries = 4
                            openai_api = "responses" | "chat"  (default: the Responses API
                            against OpenAI's endpoint, Chat Completions with a base URL)
+    [providers.google]     api_key = "..."  base_url = "..."  max_tokens = 8192
+                           thinking_budget = 4000  timeout = 600  max_retries = 4
     [local]                n_ctx = 4096  n_threads = 2  max_tokens = 512
     [checkpoints]          enabled = true  max_file_mb = 20  max_snapshot_mb = 1024
     [compaction]           auto = true  keep_tokens = 20000  reserve_tokens = 16000
@@ -36,8 +38,14 @@ from urllib.parse import urlsplit
 from mulligan.providers.errors import ConfigError
 
 CONFIG_NAME = "config.toml"
-KEY_VARIABLES = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
-URL_VARIABLES = {"anthropic": "ANTHROPIC_BASE_URL", "openai": "OPENAI_BASE_URL"}
+KEY_VARIABLES = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY",
+                 "google": "GEMINI_API_KEY"}
+# A provider's other key variables, read when its first is not set (Google's SDK reads both).
+OTHER_KEY_VARIABLES = {"google": ("GOOGLE_API_KEY",)}
+ALL_KEY_VARIABLES = (*KEY_VARIABLES.values(), *(v for vs in OTHER_KEY_VARIABLES.values()
+                                                for v in vs))
+URL_VARIABLES = {"anthropic": "ANTHROPIC_BASE_URL", "openai": "OPENAI_BASE_URL",
+                 "google": "GOOGLE_GEMINI_BASE_URL"}
 # The file's top level: the default model, the providers' tables ([local] is checked by the
 # local provider, when a local model is resolved) and the coding session's settings (read by
 # mulligan.app; checked here, so a typo is named at once).
@@ -50,6 +58,9 @@ _SETTINGS: dict[str, dict[str, type | tuple[type, ...]]] = {
     "openai": {"api_key": str, "base_url": str, "max_tokens": int, "timeout": (int, float),
                "max_retries": int, "idle_timeout": (int, float), "deadline": (int, float),
                "openai_api": str, "context_window": int},
+    "google": {"api_key": str, "base_url": str, "max_tokens": int, "thinking_budget": int,
+               "timeout": (int, float), "max_retries": int, "idle_timeout": (int, float),
+               "deadline": (int, float), "context_window": int},
 }
 
 
@@ -59,7 +70,7 @@ _WITHHELD: dict[str, str] = {}
 
 
 def withhold_keys(environ: MutableMapping[str, str],
-                  names: Iterable[str] = KEY_VARIABLES.values()) -> None:
+                  names: Iterable[str] = ALL_KEY_VARIABLES) -> None:
     """Move the variables `names` (the provider keys) out of `environ` into memory, where
     `environment()` and `api_key(..., os.environ)` still find them."""
     for name in names:
@@ -178,12 +189,12 @@ def provider_settings(config: Mapping[str, Any], provider: str) -> dict[str, Any
 def api_key(provider: str, config: Mapping[str, Any], env: Mapping[str, str]) -> str | None:
     """The key for `provider`: its environment variable if set and non-empty, else the
     config file's api_key, else None."""
-    variable = KEY_VARIABLES.get(provider)
-    from_env = env.get(variable, "").strip() if variable else ""
-    if variable and not from_env and env is os.environ:  # withheld at start-up
-        from_env = _WITHHELD.get(variable, "").strip()
-    if from_env:
-        return from_env
+    for variable in (KEY_VARIABLES.get(provider), *OTHER_KEY_VARIABLES.get(provider, ())):
+        from_env = env.get(variable, "").strip() if variable else ""
+        if variable and not from_env and env is os.environ:  # withheld at start-up
+            from_env = _WITHHELD.get(variable, "").strip()
+        if from_env:
+            return from_env
     configured = provider_settings(config, provider).get("api_key", "").strip()
     return configured or None
 

@@ -21,6 +21,7 @@ from mulligan.home import mulligan_home
 from mulligan.messages import AssistantMessage, Message
 from mulligan.providers.config import (
     KEY_VARIABLES,
+    OTHER_KEY_VARIABLES,
     api_key,
     config_path,
     environment,
@@ -41,11 +42,13 @@ __all__ = ["Deferred", "resolve_model", "default_model_name", "parse_name", "Mis
 
 LOCAL_DEFAULT = "local/smollm2-135m"
 # Current, not-deprecated models as the installed SDKs list them (anthropic 2.14, openai 3.57).
-HOSTED_DEFAULTS = {"anthropic": "anthropic/claude-sonnet-4-6", "openai": "openai/gpt-5.5"}
+HOSTED_DEFAULTS = {"anthropic": "anthropic/claude-sonnet-4-6", "openai": "openai/gpt-5.5",
+                   "google": "google/gemini-2.5-pro"}
 # Sent as the key to an OpenAI-compatible server on a base URL when none is configured: local
 # servers (ollama, llama.cpp) check none, and the SDK refuses to start without one.
 NO_KEY_PLACEHOLDER = "not-needed"
-_EXAMPLES = ("anthropic/claude-sonnet-4-6, openai/gpt-5.5, openai/qwen2.5-coder with "
+_EXAMPLES = ("anthropic/claude-sonnet-4-6, openai/gpt-5.5, google/gemini-2.5-pro, "
+             "openai/qwen2.5-coder with "
              "--base-url http://localhost:11434/v1, local/smollm2-135m, local:/path/model.gguf")
 
 
@@ -68,7 +71,7 @@ def parse_name(name: str) -> tuple[str, str]:
             hint = (f"; {provider} speaks the OpenAI API: use openai/{model_id} with "
                     "--base-url (see 'Models and providers' in README.md)")
         raise UnknownModel(f"model {name!r}: unknown provider {provider!r}; known: "
-                           f"anthropic, openai, local{hint}")
+                           f"anthropic, openai, google, local{hint}")
     return provider, model_id
 
 
@@ -122,7 +125,9 @@ def resolve_model(
         if provider == "openai" and not is_openai_itself(url):
             key = NO_KEY_PLACEHOLDER
         else:
-            raise MissingApiKey(provider, KEY_VARIABLES[provider], str(config_path(home)))
+            variable = " or ".join((KEY_VARIABLES[provider],
+                                    *OTHER_KEY_VARIABLES.get(provider, ())))
+            raise MissingApiKey(provider, variable, str(config_path(home)))
     if defer:
         return Deferred(name, lambda: _build(provider, model_id, key, url, settings),
                         context_window=settings.get("context_window"))
@@ -182,6 +187,10 @@ def _build(provider: str, model_id: str, key: str, url: str | None,
         from mulligan.providers.anthropic import AnthropicModel
 
         return AnthropicModel(model_id, api_key=key, base_url=url, **settings)
+    if provider == "google":
+        from mulligan.providers.gemini import GeminiModel
+
+        return GeminiModel(model_id, api_key=key, base_url=url, **settings)
     api = settings.pop("openai_api", None) or ("responses" if is_openai_itself(url) else "chat")
     if api == "responses":
         from mulligan.providers.openai_responses import OpenAIResponsesModel
