@@ -136,3 +136,30 @@ def test_in_the_repl_no_with_a_reason_and_ctrl_c_at_the_question_refuse(tmp_path
     first, second = results(tmp_path)
     assert first["is_error"] and "Their reason: not the build folder" in first["content"]
     assert second["is_error"] and not (tmp_path / "work" / "x.txt").exists()
+
+
+def test_under_edits_a_change_inside_git_asks_like_a_command(tmp_path):
+    # A hook or a `core.fsmonitor` line in .git/config runs a program at the user's next
+    # `git status`: under edits, such a change asks (and -p, with nobody to ask, refuses it).
+    work = tmp_path / "work"
+    work.mkdir()
+    subprocess.run(["git", "init", "-q"], cwd=work, check=True)
+    (work / "cfg").symlink_to(".git/config")
+    env = {**os.environ, "MULLIGAN_HOME": str(tmp_path / "home")}
+    done = subprocess.run([PYTHON, "-m", "mulligan", "-p", "go", "--permission-mode", "edits",
+                           "--model", script(
+        tmp_path,
+        reply(call("write", {"path": ".git/hooks/pre-commit", "content": "#!/bin/sh\n"},
+                   id="w1")),
+        reply(call("edit", {"path": "cfg", "old_text": "[core]",
+                            "new_text": "[core]\n\tfsmonitor = touch pwned"}, id="w2")),
+        reply(call("write", {"path": "sub/.GIT/x", "content": "x\n"}, id="w3")),
+        reply(call("write", {"path": "notes.txt", "content": "fine\n"}, id="w4")),
+        say("done"))], cwd=work, env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    hook, config, other_git, notes = results(tmp_path)
+    for refused in (hook, config, other_git):
+        assert refused["is_error"] and "nobody to ask" in refused["content"]
+    assert not (work / ".git/hooks/pre-commit").exists()
+    assert "fsmonitor" not in (work / ".git/config").read_text()
+    assert not notes["is_error"] and (work / "notes.txt").read_text() == "fine\n"

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -48,7 +49,8 @@ def test_a_write_outside_the_folder_is_blocked(tmp_path):
     outside = Path(tempfile.mkdtemp(dir=Path.home()))  # not under /tmp, which is private
     try:
         out = run(tmp_path, f"echo out > {outside}/escaped.txt")
-        assert "Read-only file system" in out and "[exit code 1]" in out
+        assert "[exit code 1]" in out  # the user's home is not even there
+        assert "Read-only file system" in run(tmp_path, "touch /usr/escaped")
         assert not (outside / "escaped.txt").exists()
     finally:
         shutil.rmtree(outside)
@@ -107,3 +109,53 @@ def test_sandbox_refuses_to_start_without_bubblewrap_never_running_bash_unconfin
     assert done.returncode == 2
     assert "bubblewrap, which is not installed" in done.stderr
     assert "apt-get install bubblewrap" in done.stderr
+
+
+@needs_bwrap
+def test_the_command_cannot_see_or_signal_mulligan(tmp_path):
+    # This process stands for Mulligan: its pid means nothing in the sandbox's PID namespace.
+    out = run(tmp_path, f"kill -0 {os.getpid()} && echo SIGNALLED; ls /proc | grep -c '^[0-9]'")
+    assert "SIGNALLED" not in out
+    assert int(out.split()[-1]) <= 5  # bwrap's init, bash, ls, grep: nothing of the host
+
+
+@needs_bwrap
+def test_no_host_unix_socket_can_be_reached(tmp_path):
+    outside = Path(tempfile.mkdtemp(dir=Path.home()))  # not under /tmp, which is private
+    server = socket.socket(socket.AF_UNIX)
+    try:
+        server.bind(str(outside / "agent.sock"))
+        server.listen(1)
+        probe = ("python3 -c 'import socket, sys; s = socket.socket(socket.AF_UNIX); "
+                 f"s.connect(sys.argv[1]); print(\"CONNECTED\")' {outside}/agent.sock")
+        assert "CONNECTED" not in run(tmp_path, probe)
+        assert run(tmp_path, "find /run -mindepth 1 | wc -l").split()[0] == "0"  # private
+    finally:
+        server.close()
+        shutil.rmtree(outside)
+
+
+@needs_bwrap
+def test_root_in_the_sandbox_has_no_capabilities_and_cannot_remount(tmp_path):
+    out = run(tmp_path, "grep CapEff /proc/self/status; mount -o remount,rw / && echo REMOUNTED")
+    assert "REMOUNTED" not in out
+    assert "CapEff:\t0000000000000000" in out
+
+
+@needs_bwrap
+def test_every_process_ends_with_the_command_setsid_ones_included(tmp_path):
+    mark = f"{os.getpid() % 1000 + 4000}.{time.time_ns() % 1000}"
+    out = run(tmp_path, f"setsid sleep {mark} > /dev/null 2>&1 & nohup sleep {mark} "
+                        "> /dev/null 2>&1 & echo started")
+    assert "started" in out
+    time.sleep(0.3)
+    alive = [pid for pid in os.listdir("/proc") if pid.isdigit() and _cmdline(pid) ==
+             f"sleep\0{mark}\0"]
+    assert alive == []
+
+
+def _cmdline(pid: str) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_text()
+    except OSError:
+        return ""

@@ -4,7 +4,10 @@
   shown the command, or the diff of the change, and answers yes, yes and don't ask again for
   this tool in this session, or no with an optional reason.
 - "edits": file changes go through (the file tools only ever act inside the working folder);
-  bash asks.
+  bash asks, and so does a change under a `.git` folder (or to a `.git` file) anywhere in the
+  working folder: git runs what its folder names -- a hook (`.git/hooks/pre-commit`), or a
+  setting such as `core.fsmonitor`, `core.pager` or `core.hooksPath` in `.git/config` runs a
+  program at the user's next `git status` -- so such an edit is a command, and asks like one.
 - "auto": nothing asks.
 
 MCP tools (`mcp__SERVER__TOOL`) ask like bash: under "ask" and "edits"; "a" allows that
@@ -85,10 +88,22 @@ class Permissions:
             if self.always else ""
         return f"permission mode {self.mode}: {what}{allowed}"
 
-    def needs_asking(self, tool: str) -> bool:
+    def needs_asking(self, tool: str, arguments: Mapping[str, Any] | None = None) -> bool:
+        """Whether a call of `tool` with `arguments` asks first in this mode."""
         if not _asks(tool) or self.mode == "auto" or tool in self.always:
             return False
-        return not (self.mode == "edits" and tool in EDITS)
+        if self.mode == "edits" and tool in EDITS:
+            return self._in_git(str((arguments or {}).get("path", "")))
+        return True
+
+    def _in_git(self, path: str) -> bool:
+        """Whether `path` (symlinks resolved) is a `.git` file or folder of the working
+        folder, or under one. A path the file tool will refuse anyway does not ask."""
+        try:
+            inside = self.workspace.resolve(path).relative_to(self.workspace.root)
+        except (ToolError, ValueError):
+            return False
+        return any(part.casefold() == ".git" for part in inside.parts)
 
     def guard(self, tools: Sequence[Tool]) -> list[Tool]:
         """`tools` with bash, write and edit asking first (as the mode says, at call time)."""
@@ -111,7 +126,7 @@ class Permissions:
         if self.mode == "plan" and tool.startswith(MCP_PREFIX):
             raise ToolError(f"Refused: plan mode does not call MCP tools ({tool}); it only "
                             "reads and plans.")
-        if not self.needs_asking(tool):
+        if not self.needs_asking(tool, arguments):
             return
         if self.asker is None:
             raise ToolError(f"Refused: permission mode {self.mode} asks before {tool}, and "
