@@ -40,6 +40,7 @@ from pathlib import Path
 
 from mulligan.app import Controller
 from mulligan.app.sessions.catalog import new_session_path
+from mulligan.app.settings import Settings
 from mulligan.app.workspace.checkpoints import Checkpoints
 from mulligan.app.workspace.monitor import Monitor
 from mulligan.app.workspace.snapshots import Store
@@ -156,7 +157,8 @@ def turn(project: Path, scratch: Path, runs: int, missed: list[str]) -> None:
                                           id="w")),
                                reply(call("bash", {"command": "echo hi > out.txt"}, id="b")),
                                say("done")])
-        c = Controller(model, coding_tools(work), work, home, new_session_path(home, work),
+        c = Controller(model, coding_tools(work), Settings(cwd=work, home=home),
+                       new_session_path(home, work),
                        checkpoints=Checkpoints(Store(home), work) if checkpoints else None)
         tool_time = 0.0
         started = time.perf_counter()

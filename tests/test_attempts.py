@@ -26,6 +26,7 @@ from mulligan.app import Controller
 from mulligan.app.attempts.record import rows_of
 from mulligan.app.attempts.session import adopt, start_attempts
 from mulligan.app.permissions import Permissions
+from mulligan.app.settings import Settings
 from mulligan.app.workspace.checkpoints import Checkpoints, RestoreRefused
 from mulligan.app.workspace.snapshots import Store
 from mulligan.session import SessionLog
@@ -153,7 +154,8 @@ def test_sessions_diff_shows_the_diff_between_two_attempts_and_their_transcripts
 
 def _controller(tmp_path: Path, work: Path, models: dict[str, Any]) -> Controller:
     home = tmp_path / "home"
-    return Controller(ScriptedModel([]), coding_tools(work), work, home, tmp_path / "s.jsonl",
+    return Controller(ScriptedModel([]), coding_tools(work), Settings(cwd=work, home=home),
+                      tmp_path / "s.jsonl",
                       checkpoints=Checkpoints(Store(home), work), resolver=models.__getitem__,
                       tools_for=lambda folder: Permissions("auto", folder).guard(
                           coding_tools(folder)))

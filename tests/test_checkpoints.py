@@ -12,6 +12,7 @@ import pytest
 
 from mulligan.app import Controller
 from mulligan.app.sessions.catalog import new_session_path, referenced_snapshots
+from mulligan.app.settings import Settings
 from mulligan.app.workspace.checkpoints import Checkpoints
 from mulligan.app.workspace.restore import RestoreRefused
 from mulligan.app.workspace.snapshots import Store, Unsafe
@@ -24,8 +25,8 @@ def session(tmp_path: Path, *script) -> Controller:
     work = tmp_path / "work"
     work.mkdir(exist_ok=True)
     home = tmp_path / "home"
-    return Controller(ScriptedModel(list(script)), coding_tools(work), work, home,
-                      new_session_path(home, work),
+    return Controller(ScriptedModel(list(script)), coding_tools(work),
+                      Settings(cwd=work, home=home), new_session_path(home, work),
                       checkpoints=Checkpoints(Store(home), work))
 
 

@@ -6,6 +6,7 @@ import pytest
 
 from mulligan.app import Controller, Refused
 from mulligan.app.sessions.catalog import new_session_path
+from mulligan.app.settings import Settings
 from mulligan.session import SessionLog
 from mulligan.testing import ScriptedModel, say
 
@@ -16,8 +17,7 @@ def make(tmp_path, replies=(), *, saved=True) -> Controller:
     model = ScriptedModel(list(replies))
     model.name = "scripted/test"
     file = new_session_path(tmp_path / "home", work) if saved else None
-    return Controller(model=model, tools=[], cwd=work, home=tmp_path / "home",
-                      session_file=file)
+    return Controller(model, [], Settings(cwd=work, home=tmp_path / "home"), file)
 
 
 def test_a_name_given_before_the_first_message_goes_into_session_info(tmp_path):

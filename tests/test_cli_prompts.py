@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from mulligan.app import Controller
+from mulligan.app.settings import Settings
 from mulligan.prompts import instruction_files, system_prompt
 from mulligan.testing import ScriptedModel, say
 
@@ -34,7 +35,7 @@ def test_outside_a_repository_only_the_folder_itself_is_looked_in(tmp_path):
 def test_the_first_request_carries_the_cwd_and_the_project_instructions(tmp_path):
     cwd = repo(tmp_path)
     model = ScriptedModel([say("ok")])
-    c = Controller(model=model, tools=[], cwd=cwd, home=tmp_path / "home", session_file=None)
+    c = Controller(model, [], Settings(cwd=cwd, home=tmp_path / "home"))
     list(c.run_prompt("hi"))
     system = model.calls[0].system
     assert f"Working folder: {cwd}" in system

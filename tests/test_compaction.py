@@ -7,8 +7,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from mulligan.app import Controller
-from mulligan.app.rewind.compaction import SYSTEM, UPDATE, Settings
+from mulligan.app.rewind.compaction import SYSTEM, UPDATE
+from mulligan.app.rewind.compaction import Settings as CompactionSettings
 from mulligan.app.sessions.catalog import new_session_path
+from mulligan.app.settings import Settings
 from mulligan.messages import error_message
 from mulligan.session import SessionLog
 from mulligan.session.view import COMPACTION_PREAMBLE
@@ -23,8 +25,8 @@ def session(tmp_path: Path, script, window: int = 1000,
     model.context_window = window  # type: ignore[attr-defined]
     work, home = tmp_path / "work", tmp_path / "home"
     work.mkdir(exist_ok=True)
-    c = Controller(model, [], work, home, new_session_path(home, work),
-                   compaction=Settings(auto=auto, keep_tokens=300, reserve_tokens=200))
+    c = Controller(model, [], Settings(cwd=work, home=home, compaction=CompactionSettings(
+        auto=auto, keep_tokens=300, reserve_tokens=200)), new_session_path(home, work))
     return c, model
 
 

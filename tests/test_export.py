@@ -13,6 +13,7 @@ from mulligan.app.exports.linear import (
     write_linear,
     write_new,
 )
+from mulligan.app.settings import Settings
 from mulligan.session import SessionLog
 from mulligan.testing import call, reply, say, tool_result, user
 
@@ -168,8 +169,8 @@ def test_export_html_from_the_controller_holds_every_attempt_and_never_overwrite
 
     work, home = tmp_path / "work", tmp_path / "home"
     work.mkdir()
-    c = Controller(ScriptedModel([say("first answer"), say("second answer")]), [], work, home,
-                   new_session_path(home, work))
+    c = Controller(ScriptedModel([say("first answer"), say("second answer")]), [],
+                   Settings(cwd=work, home=home), new_session_path(home, work))
     list(c.run_prompt("one"))
     c.back("e1")
     list(c.run_prompt("two"))

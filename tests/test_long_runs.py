@@ -18,8 +18,8 @@ from fakes import anthropic_server as wire
 from fakes.http_server import ScriptedServer
 from mulligan.app import Controller
 from mulligan.app.rewind.compaction import SYSTEM as COMPACT_SYSTEM
-from mulligan.app.rewind.compaction import Settings
 from mulligan.app.sessions.catalog import new_session_path
+from mulligan.app.settings import Settings as RunSettings
 from mulligan.providers.anthropic import AnthropicModel
 from mulligan.session import SessionLog
 from mulligan.session.view import COMPACTION_PREAMBLE
@@ -138,8 +138,8 @@ def test_an_automatic_compactions_summary_request_stops_on_abort(tmp_path: Path)
         work, home = tmp_path / "work", tmp_path / "home"
         work.mkdir()
         (work / "notes.txt").write_text("hello\n")
-        c = Controller(model, coding_tools(work), work, home, new_session_path(home, work),
-                       compaction=Settings())
+        c = Controller(model, coding_tools(work), RunSettings(cwd=work, home=home),
+                       new_session_path(home, work))
 
         def abort_once_summarising() -> None:
             while len(server.requests) < 2:

@@ -21,6 +21,7 @@ import orjson
 import pytest
 
 import pg_server
+from mulligan.app.settings import Settings
 from mulligan.session import (
     BadEntry,
     CircularParent,
@@ -543,8 +544,8 @@ def test_the_repl_commands_work_on_a_database_session(tmp_path, pg_url):
     work.mkdir()
     place = DatabaseSessions(pg_url, tmp_path / "home")
     model = ScriptedModel([say("one"), say("two"), say("three")])
-    c = Controller(model=model, tools=[], cwd=work, home=tmp_path / "home",
-                   session_file=place.new(work), sessions=place)
+    c = Controller(model, [], Settings(cwd=work, home=tmp_path / "home"), place.new(work),
+                   sessions=place)
     list(c.run_prompt("first"))
     first = c.where
     assert c.session_file is None and first is not None and " session " in first

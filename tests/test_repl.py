@@ -16,6 +16,7 @@ from rich.console import Console
 
 from mulligan.app import Controller
 from mulligan.app.sessions.catalog import new_session_path, newest_session
+from mulligan.app.settings import Settings
 from mulligan.frontends.repl import Repl
 from mulligan.session import SessionLog
 from mulligan.testing import ScriptedModel, StreamingScriptedModel, say
@@ -51,8 +52,8 @@ class Driver:
 def controller(tmp_path: Path, model, session_file: Path | None, resolver=None) -> Controller:
     work = tmp_path / "work"
     work.mkdir(exist_ok=True)
-    return Controller(model=model, tools=[], cwd=work, home=tmp_path / "home",
-                      session_file=session_file, resolver=resolver)
+    return Controller(model, [], Settings(cwd=work, home=tmp_path / "home"), session_file,
+                      resolver=resolver)
 
 
 @contextmanager
@@ -328,8 +329,7 @@ def test_tool_results_are_shown_folded_past_a_few_lines(tmp_path, new_file):
     model = ScriptedModel([reply(call("count", {}, id="c1")), say("counted")])
     work = tmp_path / "work"
     work.mkdir()
-    c = Controller(model=model, tools=[tool], cwd=work, home=tmp_path / "home",
-                   session_file=new_file)
+    c = Controller(model, [tool], Settings(cwd=work, home=tmp_path / "home"), new_file)
     with repl_on(c) as repl:
         shown = repl.type("count\r")
     assert "▸ count" in shown
@@ -384,9 +384,9 @@ def test_sessions_lists_this_folders_sessions_and_resume_switches(tmp_path, new_
 
 
 def test_only_this_folders_sessions_are_numbered_since_resume_n_counts_those(tmp_path, new_file):
-    elsewhere = Controller(model=ScriptedModel([say("there")]), tools=[], cwd=tmp_path,
-                           home=tmp_path / "home",
-                           session_file=new_session_path(tmp_path / "home", tmp_path))
+    elsewhere = Controller(ScriptedModel([say("there")]), [],
+                           Settings(cwd=tmp_path, home=tmp_path / "home"),
+                           new_session_path(tmp_path / "home", tmp_path))
     list(elsewhere.run_prompt("in another folder"))
     elsewhere.close()
     c = controller(tmp_path, ScriptedModel([say("here")]), new_file)

@@ -18,6 +18,7 @@ import pytest
 from mulligan.app import Controller
 from mulligan.app.rewind.back import back_plan
 from mulligan.app.sessions.catalog import new_session_path
+from mulligan.app.settings import Settings
 from mulligan.app.workspace.checkpoints import Checkpoints
 from mulligan.app.workspace.restore import RestoreRefused, apply
 from mulligan.app.workspace.snapshots import Store
@@ -33,8 +34,8 @@ def session(tmp_path: Path, *script, store: Store | None = None,
     work = tmp_path / "work"
     work.mkdir(exist_ok=True)
     home = home or tmp_path / "home"
-    return Controller(ScriptedModel(list(script)), coding_tools(work), work, home,
-                      file or new_session_path(home, work),
+    return Controller(ScriptedModel(list(script)), coding_tools(work),
+                      Settings(cwd=work, home=home), file or new_session_path(home, work),
                       checkpoints=Checkpoints(store or Store(home), work))
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from mulligan.app import Controller
 from mulligan.app.sessions.catalog import new_session_path
+from mulligan.app.settings import Settings
 from mulligan.app.workspace.checkpoints import Checkpoints
 from mulligan.app.workspace.snapshots import Store
 from mulligan.session import SessionLog
@@ -26,7 +27,8 @@ PYTHON = sys.executable
 def session(tmp_path: Path, model) -> Controller:
     work, home = tmp_path / "work", tmp_path / "home"
     work.mkdir(exist_ok=True)
-    return Controller(model, coding_tools(work), work, home, new_session_path(home, work),
+    return Controller(model, coding_tools(work), Settings(cwd=work, home=home),
+                      new_session_path(home, work),
                       checkpoints=Checkpoints(Store(home), work))
 
 

@@ -35,6 +35,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from mulligan.app import Controller, resolve
     from mulligan.app.sessions.catalog import new_session_path
+    from mulligan.app.settings import Settings
     from mulligan.frontends.live import LiveRenderer
     from mulligan.frontends.tree import render_tree
     from mulligan.testing import shape
@@ -58,8 +59,8 @@ def main(argv: list[str] | None = None) -> int:
     say(f"mulligan demo: a copy of examples/demo-project in {work}")
     say(f"model {args.model} (embedded, offline); sessions under {home}")
     model = resolve(args.model, base_url=None, home=home, err=sys.stderr)
-    controller = Controller(model=model, tools=coding_tools(work), cwd=work, home=home,
-                            session_file=new_session_path(home, work), max_turns=6)
+    controller = Controller(model, coding_tools(work), Settings(cwd=work, home=home, max_turns=6),
+                            new_session_path(home, work))
     try:
         ask(controller, FIRST)
         say("\nTake that question back: go to just before it and ask something else. The model "

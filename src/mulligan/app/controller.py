@@ -27,10 +27,10 @@ from mulligan.app.models import model_label, model_parts
 from mulligan.app.permissions import MODES, Permissions
 from mulligan.app.rewind.back import Back, Files, back_plan, go_back
 from mulligan.app.rewind.compaction import Compaction
-from mulligan.app.rewind.compaction import Settings as CompactionSettings
 from mulligan.app.secrets import Secrets
 from mulligan.app.sessions.catalog import SessionSummary
 from mulligan.app.sessions.stores import FileSessions, Sessions
+from mulligan.app.settings import Settings
 from mulligan.app.usage import Usage, usage_of
 from mulligan.app.workspace.checkpoints import Checkpoints
 from mulligan.app.workspace.diffs import diff_span, snapshot_diff
@@ -59,29 +59,29 @@ class Refused(ValueError):
 class Controller:
     """One interactive (or print-mode) coding session: see the module docstring.
 
-    `session_file` None means --no-session: nothing is ever written, and commands that need
-    the file (tree, back, edit, label, fork, export) are refused. `resolver` turns a model
-    name into a model for `set_model`. `redact` is applied to every message before it is
-    recorded (`Secrets.redact`: known keys never reach the file). `checkpoints` records the
-    working folder around every file-changing tool call, so going back can restore it.
+    `settings` is what the session runs by (`app.settings.Settings`: the folder, home,
+    max_turns, compaction, ...). `session_file` None means --no-session: nothing is ever
+    written, and commands that need the file (tree, back, edit, label, fork, export) are
+    refused. `sessions` is where sessions live (default: files under `settings.home`).
+    `resolver` turns a model name into a model for `set_model`. `secrets` redacts every
+    message before it is recorded (known keys never reach the file) and exports.
+    `checkpoints` records the working folder around every file-changing tool call, so going
+    back can restore it.
     `permissions` is the mode the (already guarded) tools ask by; `set_permission_mode`
     switches it.
     """
 
     def __init__(
-        self, model: Model, tools: list[Tool], cwd: Path, home: Path,
-        session_file: Path | SessionLog | None, *, max_turns: int | None = None,
-        system_prompt_file: Path | None = None,
+        self, model: Model, tools: list[Tool], settings: Settings,
+        session_file: Path | SessionLog | None = None, *,
+        sessions: Sessions | None = None, checkpoints: Checkpoints | None = None,
+        permissions: Permissions | None = None, secrets: Secrets | None = None,
         resolver: Callable[[str], Model] | None = None,
-        redact: Callable[[Message], Message] | None = None,
-        redact_text: Callable[[str], str] | None = None,
-        checkpoints: Checkpoints | None = None, summarize_on_back: str = "ask",
-        permissions: Permissions | None = None,
-        compaction: CompactionSettings | None = None, compaction_model: Model | None = None,
-        sessions: Sessions | None = None, secrets: Secrets | None = None,
+        compaction_model: Model | None = None,
         tools_for: Callable[[Path], list[Tool]] | None = None,
         extensions: Extensions | None = None,
     ) -> None:
+        self.settings = settings
         self.permissions = permissions
         self.secrets = secrets  # the keys it redacts; `--mode json` scrubs events with them
         # The run's tools rooted in another folder (parallel attempts), asking nothing.
@@ -89,17 +89,14 @@ class Controller:
         # The user's MCP servers, hooks, commands and skills (app/extensions); None: none.
         self.extensions = extensions
         self._base_tools = list(tools)
-        self._compaction = compaction or CompactionSettings()
         self._compaction_model = compaction_model
-        if summarize_on_back not in ("ask", "always", "never"):
-            raise ValueError(f"summarize_on_back = {summarize_on_back!r}: ask, always or never")
-        self.summarize_on_back = summarize_on_back
-        self.cwd = Path(cwd).resolve()
-        self._redact, self._redact_text = redact, redact_text
+        self.summarize_on_back = settings.summarize_on_back
+        self.cwd = settings.cwd.resolve()
+        self.home = settings.home
+        self._redact = secrets.redact if secrets is not None else None
+        self._redact_text = secrets.redact_text if secrets is not None else None
         self.checkpoints = checkpoints
-        self.home = Path(home)
         self.place: Sessions = sessions or FileSessions(self.home)
-        self._prompt_file = system_prompt_file
         self._resolver = resolver
         self._log: SessionLog | None = None
         self._lease: Releasable | None = None
@@ -108,7 +105,7 @@ class Controller:
         # on on another machine, in this folder); None when there is nothing to say.
         self.notice: str | None = None
         self._summary_abort: threading.Event | None = None
-        self.harness = self._harness(model, tools, max_turns, [])
+        self.harness = self._harness(model, tools, settings.max_turns, [])
         if session_file is not None:
             self._open(session_file)
 
@@ -197,11 +194,11 @@ class Controller:
 
     def _harness(self, model: Model, tools: list[Tool] | tuple[Tool, ...],
                  max_turns: int | None, messages: list[Message]) -> Harness:
-        system = system_prompt(model, self.cwd, base_file=self._prompt_file,
+        system = system_prompt(model, self.cwd, base_file=self.settings.system_prompt_file,
                                extra=self.extensions.prompt_text() if self.extensions else "")
         compact = None
         if self._log is not None:
-            compaction = Compaction(self._log, self._compaction, lambda: self.harness.model,
+            compaction = Compaction(self._log, self.settings.compaction, lambda: self.harness.model,
                                     lambda: self.harness.system, model=self._compaction_model)
             compact = compaction.hook
         harness = Harness(model, system, tools, messages=messages, max_turns=max_turns,
@@ -296,7 +293,7 @@ class Controller:
         working folder (Refused when the frontend gave no `tools_for`)."""
         if self.tools_for is None:
             raise Refused("/try: this session cannot make tools for another folder")
-        return system_prompt(model, folder, base_file=self._prompt_file), \
+        return system_prompt(model, folder, base_file=self.settings.system_prompt_file), \
             self.tools_for(folder)
 
     def reload(self) -> None:
@@ -479,7 +476,7 @@ class Controller:
         summary is then made from the entries). False when there is nothing to compact."""
         self._idle("/compact")
         log = self._need_file("/compact")
-        compaction = Compaction(log, self._compaction, lambda: self.harness.model,
+        compaction = Compaction(log, self.settings.compaction, lambda: self.harness.model,
                                 lambda: self.harness.system, model=self._compaction_model)
         self._summary_abort = compaction.abort = threading.Event()
         run = compaction.run("manual", instructions=instructions)

@@ -15,7 +15,7 @@ from pathlib import Path
 from types import FrameType
 from typing import TextIO
 
-from mulligan.modes.common import UsageError, build_controller
+from mulligan.modes.common import UsageError, begin, build_controller
 
 
 def run_attempts(args: argparse.Namespace, task: str, out: TextIO, err: TextIO) -> int:
@@ -29,6 +29,7 @@ def run_attempts(args: argparse.Namespace, task: str, out: TextIO, err: TextIO) 
     if args.mode != "text":
         raise UsageError("--attempts prints a table; --mode json is for one run")
     controller = build_controller(args, err)
+    begin(controller)
     try:
         controller.hold_lease()
         models = list(getattr(args, "models", None) or [])

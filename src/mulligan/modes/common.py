@@ -10,11 +10,15 @@ from __future__ import annotations
 import argparse
 import gc as collector
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from mulligan.app import Controller, resolve
 from mulligan.home import mulligan_home
 from mulligan.messages import Content
+
+if TYPE_CHECKING:
+    from mulligan.app.sessions.stores import Sessions
+    from mulligan.app.settings import Settings
 
 
 class UsageError(ValueError):
@@ -32,7 +36,7 @@ def working_folder(args: argparse.Namespace) -> Path:
     return cwd.resolve()
 
 
-def sessions_of(home: Path) -> Any:
+def sessions_of(home: Path) -> Sessions:
     """Where this machine's sessions live (`mulligan.app.sessions.stores`): files, or the database
     MULLIGAN_STORE / `store` names. A bad store setting is a UsageError."""
     from mulligan.app.sessions.stores import sessions_for
@@ -69,69 +73,77 @@ def with_images(task: str, files: list[str]) -> Content:
     return content
 
 
+def settings_of(args: argparse.Namespace, config: dict[str, Any], *,
+                interactive: bool) -> Settings:
+    """The run's `Settings`: the flags over config.toml, built once (`Settings.build`)."""
+    from mulligan.app.settings import Settings
+
+    try:
+        return Settings.build(
+            config, cwd=working_folder(args), home=home_of(), interactive=interactive,
+            model=args.model, base_url=args.base_url, max_turns=args.max_turns,
+            system_prompt_file=args.system_prompt_file, permission_mode=args.permission_mode,
+            sandbox=args.sandbox, sandbox_network=args.sandbox_network)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+
+
 def build_controller(args: argparse.Namespace, err: TextIO, *, defer: bool = False,
                      interactive: bool = False) -> Controller:
     """Resolve the model, the tools and the session for a run (REPL or -p). `defer`: load a
     hosted model's SDK in the background (the REPL). `interactive`: someone is there to be
     asked (the REPL sets the asker); the default permission mode is then "ask", else
-    "auto"."""
+    "auto". Nothing else starts: the caller calls `begin` (MCP servers, the collector)."""
     from mulligan.app.permissions import Permissions
-    from mulligan.app.rewind.compaction import Settings as CompactionSettings
     from mulligan.app.secrets import Secrets, guard_process
     from mulligan.providers.config import environment, load_config
     from mulligan.tools import Sandbox, coding_tools, sandbox_problem
 
-    home = home_of()
-    cwd = working_folder(args)
-    config = load_config(home)
-    if args.sandbox_network and not args.sandbox:
-        raise UsageError("--sandbox-network goes with --sandbox")
+    config = load_config(home_of())
+    settings = settings_of(args, config, interactive=interactive)
+    home, cwd = settings.home, settings.cwd
     sandbox = None
-    if args.sandbox:
-        problem = sandbox_problem(args.sandbox_network)
+    if settings.sandbox:
+        problem = sandbox_problem(settings.sandbox_network)
         if problem is not None:
             raise UsageError(problem)
-        sandbox = Sandbox(network=args.sandbox_network)
-    mode = args.permission_mode or (config.get("permission_mode", "ask") if interactive
-                                    else "auto")
-    model = resolve(args.model, base_url=args.base_url, home=home, err=err, defer=defer)
+        sandbox = Sandbox(network=settings.sandbox_network)
+    model = resolve(settings.model, base_url=settings.base_url, home=home, err=err,
+                    defer=defer)
     sessions = sessions_of(home)
     session_file = choose_session(args, sessions, cwd)
-    prompt_file = Path(args.system_prompt_file).expanduser() if args.system_prompt_file \
-        else None
     secrets = Secrets.of(environment(), config)
     guard_process(secrets.hidden)  # the keys out of the environment, this process unreadable
-    settings = config.get("tools", {})
     extensions = extensions_for(args, config, home, cwd, interactive=interactive)
 
     def tools_in(folder: Path) -> list[Any]:
-        return coding_tools(folder, bash_timeout=settings.get("bash_timeout", 120.0),
-                            bash_timeout_max=settings.get("bash_timeout_max", 1800.0),
+        return coding_tools(folder, bash_timeout=settings.bash_timeout,
+                            bash_timeout_max=settings.bash_timeout_max,
                             hide_env=secrets.hidden, sandbox=sandbox,
                             read_roots=extensions.read_roots() if extensions else ())
 
-    permissions = Permissions(mode, cwd)
+    permissions = Permissions(settings.permission_mode, cwd)
     tools = permissions.guard(tools_in(cwd))
     if extensions is not None:
         tools = extensions.wrap(tools)
-    controller = Controller(
-        model=model, tools=tools, cwd=cwd, home=home, session_file=session_file,
-        max_turns=args.max_turns, system_prompt_file=prompt_file, redact=secrets.redact,
-        redact_text=secrets.redact_text, secrets=secrets,
-        checkpoints=checkpoints_for(config, home, cwd) if session_file is not None else None,
-        summarize_on_back=config.get("summarize_on_back", "ask"), permissions=permissions,
-        compaction=CompactionSettings.of(config), sessions=sessions, extensions=extensions,
-        compaction_model=resolve(config["compaction"]["model"], base_url=None, home=home,
-                                 defer=defer) if config.get("compaction", {}).get("model")
-        else None,
-        resolver=lambda name: resolve(name, base_url=args.base_url, home=home, err=err),
+    return Controller(
+        model, tools, settings, session_file, sessions=sessions,
+        checkpoints=checkpoints_for(settings) if session_file is not None else None,
+        permissions=permissions, secrets=secrets, extensions=extensions,
+        compaction_model=resolve(settings.compaction_model, base_url=None, home=home,
+                                 defer=defer) if settings.compaction_model else None,
+        resolver=lambda name: resolve(name, base_url=settings.base_url, home=home, err=err),
         tools_for=lambda folder: Permissions("auto", folder).guard(tools_in(folder)))
-    if extensions is not None:
-        extensions.start()  # MCP servers connect while the user types the first prompt
-    # The session just read back lives as long as the run: the cyclic collector need never
-    # walk it (a 100k-entry transcript made every full collection a long pause).
+
+
+def begin(controller: Controller) -> None:
+    """What starts once a run's Controller is built, said here rather than hidden in the
+    building: the user's MCP servers connect in the background (while the first prompt is
+    typed), and the cyclic collector is frozen over the session just read back (it lives as
+    long as the run; a 100k-entry transcript made every full collection a long pause)."""
+    if controller.extensions is not None:
+        controller.extensions.start()
     collector.freeze()
-    return controller
 
 
 def extensions_for(args: argparse.Namespace, config: dict[str, Any], home: Path, cwd: Path,
@@ -160,16 +172,14 @@ def extensions_for(args: argparse.Namespace, config: dict[str, Any], home: Path,
     return found if found.configured() else None
 
 
-def checkpoints_for(config: dict[str, Any], home: Path, cwd: Path) -> Any:
+def checkpoints_for(settings: Settings) -> Any:
     """The session's file checkpoints, as `[checkpoints]` in config.toml sets them (None when
     switched off)."""
     from mulligan.app.workspace.checkpoints import Checkpoints
     from mulligan.app.workspace.snapshots import Store
 
-    settings = config.get("checkpoints", {})
-    if not settings.get("enabled", True):
+    if not settings.checkpoints.enabled:
         return None
-    store = Store(home, max_file=int(settings.get("max_file_mb", 20) * (1 << 20)),
-                  max_snapshot=int(settings.get("max_snapshot_mb", 1024) * (1 << 20)))
-    return Checkpoints(store, cwd)
-
+    store = Store(settings.home, max_file=settings.checkpoints.max_file,
+                  max_snapshot=settings.checkpoints.max_snapshot)
+    return Checkpoints(store, settings.cwd)

@@ -15,6 +15,7 @@ from typing import Any, TextIO
 
 from mulligan.modes.common import (
     UsageError,
+    begin,
     build_controller,
     with_images,
 )
@@ -39,6 +40,7 @@ def run_print(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         raise UsageError("--check and --adopt go with --attempts N")
     content = with_images(task, args.image or [])  # before anything is started or written
     controller = build_controller(args, err)
+    begin(controller)
     try:
         if controller.notice:  # a database session carried on here from another machine
             print(f"mulligan: {controller.notice}", file=err)

@@ -157,6 +157,7 @@ def sessions_back(args: argparse.Namespace, out: TextIO) -> int:
     """`mulligan sessions back FILE ID [--files]`: what /back ID does, from the shell. The
     session's lease is held while it works (refused while a REPL has the session)."""
     from mulligan.app.rewind.back import describe, go_back
+    from mulligan.app.settings import Settings
     from mulligan.providers.config import load_config
 
     home = home_of()
@@ -173,7 +174,8 @@ def sessions_back(args: argparse.Namespace, out: TextIO) -> int:
             if folder is None or not folder.is_dir():
                 raise UsageError(f"{file}: the session's working folder {folder} is not "
                                  "here; --files cannot restore it")
-            checkpoints = checkpoints_for(load_config(home), home, folder)
+            checkpoints = checkpoints_for(Settings.build(load_config(home), cwd=folder,
+                                                         home=home))
         files: Files | None = None if not args.files else "overwrite" if args.overwrite \
             else "keep-mine" if args.keep_mine else "restore"
         log.entry(args.id)  # UnknownEntry before any model call
