@@ -126,8 +126,8 @@ def test_a_users_change_the_session_saw_is_not_undone_later(tmp_path):
     c.close()
     c2.resume(c.session_file)
     list(c2.run_prompt("again"))  # the bash call's before-snapshot sees the user's change
-    with pytest.raises(RestoreRefused, match="notes.txt: holds a change made outside"):
-        c2.back("e1", files="restore")
+    done = c2.back("e1", files="restore")  # the agent never changed notes.txt: left alone
+    assert done.restored == ["a.txt"] and done.kept == ["notes.txt"]
     assert (tmp_path / "work" / "notes.txt").read_text() == "v2 by the user\n"
 
 

@@ -338,3 +338,88 @@ def test_a_crafted_session_cannot_read_a_file_outside_the_store_into_an_export_o
                             text=True)
     assert export.returncode == 0, export.stderr
     assert "the secret" not in page.read_text()
+
+
+# ---- the restore question, exact; a three-way merge (issue 24, item 4) ------------------
+
+def test_the_plan_lists_exactly_the_files_the_part_left_changed(tmp_path):
+    c = session(tmp_path, write("first.txt", "attempt one\n"), say("ok"),
+                write("second.txt", "attempt two\n", id="w2"), say("ok"))
+    list(c.run_prompt("one"))  # e2..e5
+    c.back("e1", files="keep")  # first.txt stays, as the user chose
+    list(c.run_prompt("two"))
+    assert c.log is not None
+    chosen = c.back_plan("e1")
+    assert chosen is not None and chosen.files == ["second.txt"] and not chosen.forward
+    assert [rel for rel, _ in chosen.left] == ["first.txt"]
+    done = c.back("e1", files="restore")
+    assert done.restored == ["second.txt"]
+    assert (tmp_path / "work" / "first.txt").read_text() == "attempt one\n"
+
+
+def test_going_forward_is_worded_as_bringing_the_attempts_files_back(tmp_path):
+    from mulligan.app.rewind.back import plan_lines
+
+    c = session(tmp_path, write("plan.txt", "attempt one\n"), say("ok"),
+                write("other.txt", "attempt two\n", id="w2"), say("ok"))
+    list(c.run_prompt("one"))
+    c.back("e1", files="restore")
+    list(c.run_prompt("two"))
+    chosen = c.back_plan("e5")
+    assert chosen is not None and chosen.forward and chosen.files == ["other.txt", "plan.txt"]
+    assert plan_lines(chosen)[0].startswith("bring this attempt's files back")
+
+
+TEN = "".join(f"line {n}\n" for n in range(1, 11))
+
+
+def test_a_merge_takes_the_agents_change_out_and_keeps_the_users(tmp_path):
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "f.txt").write_text(TEN)
+    c = session(tmp_path, bash("sed -i 's/line 2$/line 2 by the agent/' f.txt"), say("ok"))
+    list(c.run_prompt("edit"))
+    (work / "f.txt").write_text((work / "f.txt").read_text().replace("line 8\n", "mine 8\n"))
+    chosen = c.back_plan("e1")
+    assert chosen is not None and list(chosen.merges) == ["f.txt"]
+    with pytest.raises(RestoreRefused, match="f.txt: changed outside the agent"):
+        c.back("e1", files="restore")
+    done = c.back("e1", files="merge")
+    assert (work / "f.txt").read_text() == TEN.replace("line 8\n", "mine 8\n")
+    assert done.merged == ["f.txt"] and done.restored == [] and done.kept == []
+    from mulligan.app.rewind.back import describe
+    assert any(line.startswith("merged 1 file(s)") for line in describe(done))
+
+
+def test_a_merge_where_both_touched_the_same_lines_is_refused_by_name(tmp_path):
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "f.txt").write_text(TEN)
+    (work / "g.txt").write_text("g\n")
+    c = session(tmp_path, bash("sed -i 's/line 2$/line 2 by the agent/' f.txt && "
+                               "echo agent > g.txt"), say("ok"))
+    list(c.run_prompt("edit"))
+    mine = (work / "f.txt").read_text().replace("line 2 by the agent\n", "line 2 mine\n")
+    (work / "f.txt").write_text(mine)
+    with pytest.raises(RestoreRefused, match="f.txt: your edit and the agent's change touch "
+                                             r"the same lines \(lines 2-2 of yours\)"):
+        c.back("e1", files="merge")
+    assert (work / "f.txt").read_text() == mine and (work / "g.txt").read_text() == "agent\n"
+
+
+def test_sessions_back_merge_from_the_shell(tmp_path):
+    work, home = tmp_path / "work", tmp_path / "home"
+    work.mkdir()
+    (work / "f.txt").write_text(TEN)
+    script = tmp_path / "s.json"
+    script.write_text(json.dumps([bash("sed -i 's/line 2$/line 2 by the agent/' f.txt"),
+                                  "done"]))
+    subprocess.run([*RUN, "-p", "go", "--model", f"scripted:{script}"], cwd=work,
+                   env=env_for(home), check=True, capture_output=True)
+    (file,) = (home / "sessions").glob("*/*.jsonl")
+    (work / "f.txt").write_text((work / "f.txt").read_text().replace("line 9\n", "mine 9\n"))
+    done = subprocess.run([*RUN, "sessions", "back", str(file), "e1", "--files", "--merge"],
+                          cwd=work, env=env_for(home), capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "merged 1 file(s)" in done.stdout
+    assert (work / "f.txt").read_text() == TEN.replace("line 9\n", "mine 9\n")

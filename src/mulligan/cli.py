@@ -139,6 +139,10 @@ def build_parser() -> argparse.ArgumentParser:
                       help="with --files: leave files changed outside the agent as they are")
     mine.add_argument("--overwrite", action="store_true",
                       help="with --files: restore those too (a safety snapshot keeps them)")
+    mine.add_argument("--merge", action="store_true",
+                      help="with --files: in a file you edited that the agent also changed, "
+                           "take the agent's change out and keep yours (as git revert does); "
+                           "refused, naming the file, where the two touch the same lines")
     back.add_argument("--summarize", action="store_true",
                       help="summarise the attempt left into a branch_summary entry")
     back.add_argument("--model", dest="back_model", metavar="NAME",

@@ -14,7 +14,7 @@ from typing import Any
 
 from mulligan.app import Controller, SessionSummary, model_label
 from mulligan.app.exports.export import KINDS
-from mulligan.app.rewind.back import Files, describe
+from mulligan.app.rewind.back import Files, describe, plan_lines
 from mulligan.brief import cut, message_line
 from mulligan.frontends.live import compaction_line
 from mulligan.frontends.slash import Outcome, command, help_lines
@@ -133,13 +133,7 @@ def going_back(c: Controller, target: str, said: str, *, fill: str | None = None
     if plan is None:
         return _went_back(c, target, said, files=None, summarize=summarize, fill=fill,
                           on_event=on_event)
-    lines = [f"the part you are leaving changed {len(plan.changes) + len(plan.conflicts)} "
-             "file(s) in the working folder:"]
-    lines += [f"  {path}" for path in plan.changes[:15]]
-    if len(plan.changes) > 15:
-        lines.append(f"  ... and {len(plan.changes) - 15} more")
-    lines += [f"  {path}  (yours: {why}; kept as you have it)" for path, why in plan.conflicts]
-    lines += [f"  not restorable: {path} ({why})" for path, why in plan.not_restorable[:5]]
+    lines = plan_lines(plan)
     lines.append("  (changes outside the folder, and what a background process did after its "
                  "command returned, are not tracked)")
     flag = "s" if summarize else ""

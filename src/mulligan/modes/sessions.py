@@ -177,7 +177,7 @@ def sessions_back(args: argparse.Namespace, out: TextIO) -> int:
             checkpoints = checkpoints_for(Settings.build(load_config(home), cwd=folder,
                                                          home=home))
         files: Files | None = None if not args.files else "overwrite" if args.overwrite \
-            else "keep-mine" if args.keep_mine else "restore"
+            else "keep-mine" if args.keep_mine else "merge" if args.merge else "restore"
         log.entry(args.id)  # UnknownEntry before any model call
         done = back_summarised(args, log, home, checkpoints, files) if args.summarize else \
             go_back(log, checkpoints, args.id, files=files)

@@ -5,8 +5,21 @@ In: a session's log, its checkpoints (or None), the entry to go to (on this bran
 other: going forward to an abandoned attempt brings its files back), and what to do with the
 files (`Files`): "restore" them (refused when the user changed one), "keep-mine" (restore,
 keeping the files the user changed as they are), "overwrite" (restore everything, a copy of
-what is replaced kept), "keep" them all as they are, or None (the session has no checkpoints,
-or the caller does not care); and, optionally, the model that summarises the attempt left.
+what is replaced kept), "merge" (restore, and in each file the user edited that the agent
+also changed take the agent's change out and keep the user's, as `git revert` does; refused
+naming every file where the two touch the same lines), "keep" them all as they are, or None
+(the session has no checkpoints, or the caller does not care); and, optionally, the model
+that summarises the attempt left.
+
+For a frontend's question (the REPL's): `back_plan(log, checkpoints, ID)` changes nothing and
+returns a `Plan` (None: nothing to do) with `files` (exactly the paths the agent changed in
+the part left, and in the part gone to, that differ now), `changes` (restored as they are),
+`conflicts` ([(path, why)]: the user changed them), `merges` (the conflicts a "merge" would
+merge cleanly) and `overlaps` ({path: why not}), `left` (differ, but no change of the agent:
+left as they are), `not_restorable`, and `forward` (True when the entry gone to is on another
+branch: word it "bring this attempt's files back"). `plan_lines(plan)` words it.
+`go_back(..., files=...)` then returns a `Back`: `restored`, `merged`, `kept`;
+`describe(back)` says what was restored, merged and kept.
 Out: a `Back` saying what was done. Order of work, so that a kill at any moment loses
 nothing and a second run finishes the job: the files first (every one as it was, or as the
 target has it), then the branch line, then the workspace_restore entry.
@@ -27,11 +40,11 @@ from mulligan.app.workspace.restore import Plan, apply, plan
 from mulligan.session import SessionLog
 from mulligan.wire import Model
 
-__all__ = ["FILES", "Back", "Files", "back_plan", "describe", "go_back"]
+__all__ = ["FILES", "Back", "Files", "back_plan", "describe", "go_back", "plan_lines"]
 
 # What to do with the working folder when going back (see the module docstring).
-Files = Literal["restore", "keep-mine", "overwrite", "keep"]
-FILES: tuple[Files, ...] = ("restore", "keep-mine", "overwrite", "keep")
+Files = Literal["restore", "keep-mine", "overwrite", "keep", "merge"]
+FILES: tuple[Files, ...] = ("restore", "keep-mine", "overwrite", "keep", "merge")
 
 
 @dataclass
@@ -43,6 +56,7 @@ class Back:
     branch_id: str
     restored: list[str] = field(default_factory=list)
     kept: list[str] = field(default_factory=list)
+    merged: list[str] = field(default_factory=list)
     not_restorable: list[tuple[str, str]] = field(default_factory=list)
     safety: str | None = None
     summary: Summary | None = None
@@ -111,12 +125,14 @@ def _go_back(log: SessionLog, checkpoints: Checkpoints | None, entry_id: str,
         return Back(branch_id, kept=kept, not_restorable=chosen.not_restorable,
                     safety=chosen.safety.id, summary=summary)
     restored = apply(checkpoints.store, checkpoints.root, chosen,
-                     keep_mine=files == "keep-mine", overwrite=files == "overwrite")
+                     keep_mine=files == "keep-mine", overwrite=files == "overwrite",
+                     merge=files == "merge")
     branch_id = branch()
     log.append_entry("workspace_restore", target_entry=entry_id, chose="restore",
                      **checkpoints.restored(restored, chosen.target_owners))
     return Back(branch_id, restored=restored.restored, kept=restored.kept,
-                not_restorable=chosen.not_restorable, safety=restored.safety, summary=summary)
+                merged=restored.merged, not_restorable=chosen.not_restorable,
+                safety=restored.safety, summary=summary)
 
 
 def describe(done: Back, root: Path | None = None) -> list[str]:
@@ -131,11 +147,39 @@ def describe(done: Back, root: Path | None = None) -> list[str]:
     if done.restored:
         lines.append(f"restored {len(done.restored)} file(s): " + ", ".join(done.restored[:12])
                      + (" ..." if len(done.restored) > 12 else ""))
+    if done.merged:
+        lines.append(f"merged {len(done.merged)} file(s) (the agent's change taken out, your "
+                     f"edits kept): {', '.join(done.merged[:12])}"
+                     + (" ..." if len(done.merged) > 12 else ""))
     if done.kept:
         lines.append(f"kept as they are: {', '.join(done.kept[:12])}"
                      + (" ..." if len(done.kept) > 12 else ""))
-    if done.safety and (done.restored or done.kept):
+    if done.safety and (done.restored or done.kept or done.merged):
         lines.append(f"safety snapshot {done.safety[:12]} holds the folder as it was before")
     for rel, why in done.not_restorable[:5]:
         lines.append(f"not restorable: {rel} ({why})")
+    return lines
+
+
+def plan_lines(chosen: Plan, *, limit: int = 15) -> list[str]:
+    """The restore question's text: exactly the files the part left changed (going back), or
+    the files the attempt gone to changed (going forward: "bring this attempt's files
+    back"), each conflict with why and whether a merge can keep both, what is left alone."""
+    files = chosen.files
+    lines = [f"bring this attempt's files back: it and the part you are leaving changed "
+             f"{len(files)} file(s) in the working folder:" if chosen.forward else
+             f"the part you are leaving changed {len(files)} file(s) in the working folder:"]
+    why = dict(chosen.conflicts)
+    for rel in files[:limit]:
+        if rel not in why:
+            lines.append(f"  {rel}")
+        elif rel in chosen.merges:
+            lines.append(f"  {rel}  (yours: {why[rel]}; a merge can take the agent's change "
+                         "out and keep yours)")
+        else:
+            lines.append(f"  {rel}  (yours: {why[rel]})")
+    if len(files) > limit:
+        lines.append(f"  ... and {len(files) - limit} more")
+    lines += [f"  left as it is: {rel} ({reason})" for rel, reason in chosen.left[:5]]
+    lines += [f"  not restorable: {rel} ({reason})" for rel, reason in chosen.not_restorable[:5]]
     return lines

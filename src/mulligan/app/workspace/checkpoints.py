@@ -181,11 +181,13 @@ class Checkpoints:
         """The workspace metadata of a workspace_restore entry, and the new expected state."""
         self._last, self._seen = done.after.id, done.after
         outside = sorted({p for p in done.restored if target_owners.get(p) == "outside"}
-                         | set(done.kept))
-        return {"workspace": {"after": done.after.id, "safety": done.safety,
-                              "restored": done.restored, "kept": done.kept,
-                              "changed": [p for p in done.restored if p not in outside],
-                              "outside": outside}}
+                         | set(done.kept) | set(done.merged))  # a merge holds your edit
+        meta = {"after": done.after.id, "safety": done.safety, "restored": done.restored,
+                "kept": done.kept, "changed": [p for p in done.restored if p not in outside],
+                "outside": outside}
+        if done.merged:
+            meta["merged"] = done.merged
+        return {"workspace": meta}
 
 
 def _changes(before: Manifest, after: Manifest) -> list[str]:

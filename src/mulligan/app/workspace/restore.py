@@ -62,6 +62,7 @@ from mulligan.app.workspace.checkpoints import (
     expected_tree,
     owners,
 )
+from mulligan.app.workspace.merge import Overlap, Step, merge_file, steps
 from mulligan.app.workspace.snapshots import (
     TEMP_MARK,
     FileFacts,
@@ -88,6 +89,18 @@ class Plan:
     not_restorable: list[tuple[str, str]] = field(default_factory=list)
     target_owners: dict[str, str] = field(default_factory=dict)
     seen: dict[str, FileFacts | None] = field(default_factory=dict)  # what each held
+    forward: bool = False  # the entry gone to is not on the branch left (an attempt's end)
+    leaving: dict[str, list[Step]] = field(default_factory=dict)  # the agent's changes in
+    arriving: dict[str, list[Step]] = field(default_factory=dict)  # the parts left / gone to
+    left: list[tuple[str, str]] = field(default_factory=list)  # differ, not the agent's doing
+    merges: dict[str, FileFacts] = field(default_factory=dict)  # conflicts merged cleanly
+    overlaps: dict[str, str] = field(default_factory=dict)  # conflicts that cannot merge
+
+    @property
+    def files(self) -> list[str]:
+        """Every path the restore would change or ask about: exactly what the agent changed
+        in the part left and in the part gone to, where the folder differs."""
+        return sorted({*self.changes, *(rel for rel, _ in self.conflicts)})
 
 
 @dataclass
@@ -97,6 +110,7 @@ class Restored:
     safety: str  # the snapshot taken before anything changed
     after: Manifest  # the folder once done
     raced: list[str] = field(default_factory=list)  # changed while restoring: kept
+    merged: list[str] = field(default_factory=list)  # the agent's change taken out, yours kept
 
 
 def plan(store: Store, root: Path, here: Sequence[SessionEntry],
@@ -113,6 +127,11 @@ def plan(store: Store, root: Path, here: Sequence[SessionEntry],
     result = Plan(target, current, current, target_owners=owners(there))
     mine = owners(here)
     recorded = mine.keys() | result.target_owners.keys()
+    fork = 0  # the parts that differ: here[fork:] is left, there[fork:] is gone to
+    while fork < min(len(here), len(there)) and here[fork].get("id") == there[fork].get("id"):
+        fork += 1
+    result.forward = fork < len(there)
+    result.leaving, result.arriving = steps(here[fork:]), steps(there[fork:])
     for rel in changed_paths(expected.files, target.files):
         if store.excluded(root, rel):
             continue  # Mulligan's own files (a manifest made before they were excluded)
@@ -120,6 +139,10 @@ def plan(store: Store, root: Path, here: Sequence[SessionEntry],
             result.not_restorable.append(
                 (rel, "shown or hidden by an ignore rule's change, never changed by the "
                       "agent; left as it is"))
+            continue
+        if rel not in result.leaving and rel not in result.arriving:
+            result.left.append((rel, "changed outside the agent, or kept when you went back "
+                                     "before; not changed by the agent in the part left"))
             continue
         there_state = target.state(rel)
         if there_state not in ("present", "absent"):
@@ -154,6 +177,7 @@ def plan(store: Store, root: Path, here: Sequence[SessionEntry],
     for rel, why in {**target.skipped, **current.skipped}.items():
         if not any(rel == p for p, _ in result.conflicts):
             result.not_restorable.append((rel, why))
+    _merge_conflicts(store, root, result)
     copies = {rel: facts for rel, facts in result.seen.items()
               if facts is not None and facts is not _OTHER and current.files.get(rel) != facts}
     if copies:  # the safety snapshot holds everything the restore may replace
@@ -162,6 +186,25 @@ def plan(store: Store, root: Path, here: Sequence[SessionEntry],
         result.safety = store.record(root, {**current.files, **copies}, skipped,
                                      current.ignored)
     return result
+
+
+def _merge_conflicts(store: Store, root: Path, result: Plan) -> None:
+    """For each file the user edited that the agent also changed: the three-way merge that
+    takes the agent's changes in the part left out (and puts the part gone to's in), or why
+    it cannot be done."""
+    for rel, _ in result.conflicts:
+        seen = result.seen.get(rel)
+        if seen is None or seen is _OTHER or seen[0] != "file" or \
+                (result.target.files.get(rel) or ("file",))[0] != "file":
+            result.overlaps[rel] = f"{rel}: not a file on both sides; cannot merge"
+            continue
+        try:
+            merged = merge_file(store, rel, store.read_blob(seen[4]),
+                                result.leaving.get(rel, []), result.arriving.get(rel, []))
+        except Overlap as exc:
+            result.overlaps[rel] = str(exc)
+            continue
+        result.merges[rel] = ("file", seen[1], len(merged), 0, store.keep(merged))
 
 
 def _folders_hold_only_what_goes(root: Path, result: Plan) -> None:
@@ -214,21 +257,34 @@ def _same(a: FileFacts | None, b: FileFacts | None) -> bool:
 
 
 def apply(store: Store, root: Path, chosen: Plan, *, keep_mine: bool = False,
-          overwrite: bool = False) -> Restored:
+          overwrite: bool = False, merge: bool = False) -> Restored:
     """Do `chosen`: RestoreRefused (nothing changed) if it has conflicts and neither
-    `keep_mine` nor `overwrite` says what to do with them. Removals (and folders turned into
-    files) go deepest first, then the rest shallowest first; each path is compared with
-    what the plan saw as it is replaced (see the module docstring)."""
-    if chosen.conflicts and not (keep_mine or overwrite):
+    `keep_mine` nor `overwrite` says what to do with them; `merge` puts the clean merges in
+    their place (`Plan.merges`) and refuses, naming each, the conflicts that cannot merge.
+    Removals (and folders turned into files) go deepest first, then the rest shallowest
+    first; each path is compared with what the plan saw as it is replaced (see the module
+    docstring)."""
+    if merge:
+        unmerged = [(rel, chosen.overlaps.get(rel, why)) for rel, why in chosen.conflicts
+                    if rel not in chosen.merges]
+        if unmerged:
+            raise RestoreRefused(unmerged)
+    elif chosen.conflicts and not (keep_mine or overwrite):
         raise RestoreRefused(chosen.conflicts)
     root = Path(root).resolve()
     _sweep(root, chosen.current.temps)
-    kept = [rel for rel, why in chosen.conflicts]
+    kept = [rel for rel, why in chosen.conflicts] + [rel for rel, _ in chosen.left]
     paths = list(chosen.changes)
+    wanted = dict(chosen.target.files)
+    if merge:
+        paths += list(chosen.merges)
+        wanted.update(chosen.merges)
+        kept = [rel for rel in kept if rel not in chosen.merges]
     if overwrite:
-        paths += [rel for rel in kept if chosen.seen.get(rel) is not _OTHER]
-        kept = [rel for rel in kept if chosen.seen.get(rel) is _OTHER]
-    wanted, seen = chosen.target.files, chosen.seen
+        conflicting = {rel for rel, _ in chosen.conflicts if chosen.seen.get(rel) is not _OTHER}
+        paths += sorted(conflicting)
+        kept = [rel for rel in kept if rel not in conflicting]
+    seen = chosen.seen
     first = [p for p in paths if wanted.get(p) is None
              or ((seen.get(p) or ("",))[0] == "dir" and wanted[p][0] != "dir")]
     then = [p for p in paths if p not in set(first)]
@@ -243,8 +299,10 @@ def apply(store: Store, root: Path, chosen: Plan, *, keep_mine: bool = False,
         if not _put(store, root, rel, wanted[rel], seen.get(rel)):
             raced.append(rel)
     after = store.snapshot(root)
-    restored = sorted(p for p in paths if p not in raced)
-    return Restored(restored, sorted(kept + raced), chosen.safety.id, after, sorted(raced))
+    restored = sorted(p for p in paths if p not in raced and p not in chosen.merges)
+    merged = sorted(p for p in chosen.merges if merge and p not in raced)
+    return Restored(restored, sorted(kept + raced), chosen.safety.id, after, sorted(raced),
+                    merged)
 
 
 # ---- one path, crash-safely --------------------------------------------------------------
