@@ -8,6 +8,7 @@ last line says how to narrow the search when it was cut.
 
 from __future__ import annotations
 
+import codecs
 import os
 import re
 from collections.abc import Callable
@@ -253,7 +254,9 @@ def _place(path: str) -> str:
 
 def _matches(file: Path, regex: re.Pattern[str], shown: str, room: int) -> list[str]:
     """Up to `room` "file:line: text" hits in one file; [] for a binary or unreadable file, and
-    for anything but a regular file (opening a named pipe would wait for a writer forever)."""
+    for anything but a regular file (opening a named pipe would wait for a writer forever).
+    Memory stays within a few pieces whatever the file: a line is read at most `_PIECE` bytes
+    at a time, and a longer one is searched window by window (`_long_line_matches`)."""
     hits: list[str] = []
     if not file.is_file():
         return hits
@@ -262,14 +265,50 @@ def _matches(file: Path, regex: re.Pattern[str], shown: str, room: int) -> list[
             if is_binary(handle.read(_SNIFF)):
                 return []
             handle.seek(0)
-            for number, raw in enumerate(handle, 1):  # streamed: a big log costs a line
-                line = raw.decode("utf-8", errors="replace").rstrip("\n").rstrip("\r")
-                if regex.search(line):
+            number = 0
+            while len(hits) < room:
+                raw = handle.readline(_PIECE)
+                if not raw:
+                    break
+                number += 1
+                if len(raw) < _PIECE or raw.endswith(b"\n"):  # a whole line: the usual case
+                    line = raw.decode("utf-8", errors="replace").rstrip("\n").rstrip("\r")
+                    found = regex.search(line) is not None
+                else:
+                    found, line = _long_line_matches(handle, raw, regex)
+                if found:
                     if len(line) > _LONG_LINE:
                         line = line[:_LONG_LINE] + " [...]"
                     hits.append(f"{shown}:{number}: {line}")
-                    if len(hits) >= room:
-                        break
     except OSError:
         pass  # vanished or unreadable mid-walk: a search passes over it, keeping what it found
     return hits
+
+
+_PIECE = 1 << 20  # bytes of a line read at once
+_OVERLAP = 1 << 16  # characters of a long line searched again at the start of the next window
+
+
+def _long_line_matches(handle: Any, first: bytes, regex: re.Pattern[str]) -> tuple[bool, str]:
+    """Whether the line that starts with `first` (a piece with no newline) matches, reading the
+    rest of it from `handle` a piece at a time and leaving `handle` at the next line; and the
+    line's start (enough to show). Each window is the piece plus the end of the one before
+    (`_OVERLAP` characters): a match spanning more than that across two pieces is missed. A
+    window that is not the line's start or end is searched so that `^` and `$` match only
+    there (a non-newline character on each side, outside the search)."""
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    text, start, carry, found, raw = decoder.decode(first), None, "", False, first
+    while True:
+        start = text[:_LONG_LINE + 1] if start is None else start
+        last = len(raw) < _PIECE or raw.endswith(b"\n")
+        if last:
+            text = text.rstrip("\n").rstrip("\r")
+        if not found:
+            window = "x" + carry + text + ("" if last else "x")
+            match = regex.search(window, 1, len(window))
+            found = match is not None and (last or match.end() < len(window))
+            carry = window[1:len(window) - (0 if last else 1)][-_OVERLAP:]
+        if last:
+            return found, start
+        raw = handle.readline(_PIECE)
+        text = decoder.decode(raw, final=len(raw) < _PIECE or raw.endswith(b"\n"))
