@@ -301,3 +301,23 @@ def test_a_bad_server_setting_is_refused_naming_the_server(table, problem):
     with pytest.raises(ValueError, match=problem) as raised:
         servers_from_config({"mcp_servers": {"mine": table}})
     assert "'mine'" in str(raised.value)
+
+
+def test_the_model_is_offered_the_servers_tools_with_its_schemas_at_the_next_prompt(tmp_path):
+    from mulligan.app import Controller
+    from mulligan.app.extensions.setup import Extensions
+    from mulligan.testing import ScriptedModel, say
+
+    found = Extensions(tmp_path, servers=[odd()]).start()
+    model = ScriptedModel([say("one"), say("two")])
+    c = Controller(model=model, tools=[], cwd=tmp_path, home=tmp_path / "home",
+                   session_file=None, extensions=found)
+    try:
+        list(c.run_prompt("first"))  # waits for the server still starting
+        offered = {t["name"]: t for t in model.calls[0].tools}
+        assert offered["mcp__odd__echo"]["parameters"]["properties"]["word"]["type"] == "string"
+        assert offered["mcp__odd__echo"]["description"] == "(MCP server odd) Say the word back."
+        list(c.run_prompt("second"))
+        assert [t["name"] for t in model.calls[1].tools] == list(offered)
+    finally:
+        c.close()

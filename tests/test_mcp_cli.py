@@ -12,6 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from mulligan.app.extensions.mcp_config import Trust
 from mulligan.app.extensions.setup import Extensions
 from mulligan.frontends.extensions import ask_trust
@@ -156,3 +158,28 @@ def test_the_repl_asks_once_per_folder_about_its_own_setup_and_remembers(tmp_pat
     assert ask_trust(other, home, ask=lambda q: "", say=said.append) is False
     assert Trust(home).answer(other) is False
     assert ask_trust(tmp_path, home, ask=lambda q: 1 / 0, say=said.append) is None  # nothing
+
+
+def test_mcp_tools_ask_like_bash_and_a_allows_that_one_tool_for_the_session(tmp_path):
+    from mulligan.app.permissions import Answer, Permissions
+    from mulligan.tools import ToolError
+
+    asked = []
+    permissions = Permissions("ask", tmp_path,
+                              asker=lambda q, abort: asked.append(q) or Answer("always"))
+    permissions.check("mcp__db__query", {"sql": "select 1"}, None)
+    permissions.check("mcp__db__query", {"sql": "select 2"}, None)
+    assert [q.tool for q in asked] == ["mcp__db__query"]
+    assert asked[0].preview == ["{", ' "sql": "select 1"', "}"]
+    permissions.check("mcp__db__drop", {}, None)  # another tool asks again
+    assert len(asked) == 2
+    edits = Permissions("edits", tmp_path, asker=lambda q, abort: asked.append(q) or Answer("no"))
+    with pytest.raises(ToolError, match="The user refused this mcp__db__query call"):
+        edits.check("mcp__db__query", {}, None)
+    Permissions("auto", tmp_path).check("mcp__db__query", {}, None)  # asks nothing
+    with pytest.raises(ToolError, match="nobody to ask"):
+        Permissions("ask", tmp_path).check("mcp__db__query", {}, None)
+    planning = Permissions("auto", tmp_path)
+    planning.mode = "plan"  # the plan mode refuses MCP calls whatever else it allows
+    with pytest.raises(ToolError, match="plan mode does not call MCP tools"):
+        planning.check("mcp__db__query", {}, None)

@@ -300,7 +300,8 @@ class Repl:
             if stripped.startswith("/"):
                 if not await self._command(stripped):
                     return 0
-                if not self.controller.is_running:
+                worker = self._worker  # a custom command started a run: it marks idle
+                if not self.controller.is_running and not (worker and worker.is_alive()):
                     self._mark_idle()
             elif self._answer(stripped):
                 continue
