@@ -12,6 +12,7 @@ from mulligan.app import Controller
 from mulligan.app.extensions.commands import command_folders, expand, load_commands
 from mulligan.app.extensions.setup import Extensions
 from mulligan.app.extensions.skills import load_skills, skill_folders
+from mulligan.app.settings import Settings
 from mulligan.frontends.pickers import SlashCompleter
 from mulligan.frontends.slash import commands, run_command
 from mulligan.prompts import system_prompt
@@ -81,7 +82,7 @@ def with_setup(tmp_path: Path, model: ScriptedModel, session: Path | None = None
     work, home = places(tmp_path)
     found = Extensions.load({}, home, work, builtins=builtins)
     tools = coding_tools(work, read_roots=found.read_roots())
-    return Controller(model=model, tools=tools, cwd=work, home=home, session_file=session,
+    return Controller(model, tools, Settings(cwd=work, home=home), session,
                       extensions=found)
 
 

@@ -306,12 +306,13 @@ def test_a_bad_server_setting_is_refused_naming_the_server(table, problem):
 def test_the_model_is_offered_the_servers_tools_with_its_schemas_at_the_next_prompt(tmp_path):
     from mulligan.app import Controller
     from mulligan.app.extensions.setup import Extensions
+    from mulligan.app.settings import Settings
     from mulligan.testing import ScriptedModel, say
 
     found = Extensions(tmp_path, servers=[odd()]).start()
     model = ScriptedModel([say("one"), say("two")])
-    c = Controller(model=model, tools=[], cwd=tmp_path, home=tmp_path / "home",
-                   session_file=None, extensions=found)
+    c = Controller(model, [], Settings(cwd=tmp_path, home=tmp_path / "home"), None,
+                   extensions=found)
     try:
         list(c.run_prompt("first"))  # waits for the server still starting
         offered = {t["name"]: t for t in model.calls[0].tools}
