@@ -50,3 +50,48 @@ def test_the_readme_is_a_front_door_and_its_doc_links_resolve() -> None:
         "make test")
     for link in re.findall(r"\]\((docs/[^)#]+)", text):
         assert (ROOT / link).is_file(), link
+
+
+DOTTED = re.compile(r"\bmulligan(?:\.[A-Za-z_][A-Za-z0-9_]*)+")
+
+
+def resolves(name: str) -> bool:
+    """`name` is a module, or an attribute (at any depth) of the longest module it starts with."""
+    import importlib
+
+    parts = name.split(".")
+    for cut in range(len(parts), 0, -1):
+        try:
+            found: object = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            continue
+        for attribute in parts[cut:]:
+            if not hasattr(found, attribute):
+                return False
+            found = getattr(found, attribute)
+        return True
+    return False
+
+
+def test_every_mulligan_name_the_docs_mention_exists() -> None:
+    texts = [README, *sorted((ROOT / "docs").glob("*.md"))]
+    missing = sorted({f"{doc.name}: {name}" for doc in texts
+                      for name in DOTTED.findall(doc.read_text(encoding="utf-8"))
+                      if not resolves(name.rstrip("."))})
+    assert missing == []
+
+
+def test_every_section_a_message_points_to_exists() -> None:
+    """A message saying "see 'Heading' in README.md" (or a docs/ page) names a heading that
+    is there."""
+    pointer = re.compile(r"""['"]([^'"\n]{3,80})['"] in (README\.md|docs/[\w-]+\.md)""")
+    broken = []
+    for source in sorted(PACKAGE.rglob("*.py")):
+        for heading, page in pointer.findall(source.read_text(encoding="utf-8")):
+            target = ROOT / page
+            headings = {line.lstrip("#").strip() for line in target.read_text(
+                encoding="utf-8").splitlines() if line.startswith("#")} \
+                if target.is_file() else set()
+            if heading not in headings:
+                broken.append(f"{source.relative_to(ROOT)}: '{heading}' in {page}")
+    assert broken == []

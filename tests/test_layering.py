@@ -34,6 +34,18 @@ LAYERS: list[set[str]] = [
 ]
 # Layers whose members may import each other (the lowest: plain types; the top: entry points).
 OPEN_LAYERS = {0, len(LAYERS) - 1}
+# Inside a package, the order of its modules and subpackages, the same way: a name imports only
+# from sub-layers below its own or from inside itself (the package's __init__ is its facade
+# and may import anything in it).
+SUBLAYERS: dict[str, list[set[str]]] = {
+    "app": [
+        {"models", "permissions", "secrets", "extensions", "workspace", "sessions"},
+        {"rewind"},
+        {"usage", "settings", "exports"},
+        {"controller"},
+        {"attempts"},
+    ],
+}
 
 
 def core_files() -> list[Path]:
@@ -134,11 +146,33 @@ def layer_of(module: str) -> tuple[int, str] | None:
     raise AssertionError(f"{module}: mulligan.{top} is in no layer of tests/test_layering.py")
 
 
+def sublayer_of(module: str) -> tuple[int, str] | None:
+    """(sub-layer number, name) of a module inside a package that has sub-layers; None for
+    the package itself, its facade, and packages without them."""
+    parts = module.split(".")
+    if len(parts) < 3 or parts[1] not in SUBLAYERS or parts[2] == "__init__":
+        return None
+    inside = PACKAGE / parts[1]
+    if not ((inside / f"{parts[2]}.py").exists() or (inside / parts[2]).is_dir()):
+        return None  # a name the package's facade exports, not one of its modules
+    for number, members in enumerate(SUBLAYERS[parts[1]]):
+        if parts[2] in members:
+            return number, parts[2]
+    raise AssertionError(f"{module}: mulligan.{parts[1]}.{parts[2]} is in no sub-layer of "
+                         "tests/test_layering.py")
+
+
 def wrong_way(importer: str, imported: str) -> bool:
-    """True when `importer` may not import `imported`: a higher layer, or a sibling."""
+    """True when `importer` may not import `imported`: a higher layer, or a sibling (inside a
+    package with sub-layers, the same between its sub-layers)."""
     source, target = layer_of(importer), layer_of(imported)
-    if source is None or target is None or source[1] == target[1]:
+    if source is None or target is None:
         return False
+    if source[1] == target[1]:
+        inner, other = sublayer_of(importer), sublayer_of(imported)
+        if inner is None or other is None or inner[1] == other[1]:
+            return False
+        return other[0] >= inner[0]
     if target[0] == source[0]:
         return source[0] not in OPEN_LAYERS
     return target[0] > source[0]
@@ -151,6 +185,7 @@ def every_file() -> list[Path]:
 def test_every_module_is_in_a_layer() -> None:
     for file in every_file():
         layer_of(module_of(file))
+        sublayer_of(module_of(file))
 
 
 @pytest.mark.parametrize("file", every_file(), ids=lambda f: f.relative_to(PACKAGE).as_posix())
@@ -168,6 +203,9 @@ def test_the_order_check_flags_planted_upward_sideways_and_lazy_imports() -> Non
         "mulligan.loop": "from .harness import Harness\n",  # relative, upward
         "mulligan.app.controller": "from mulligan.frontends import tree\n",
         "mulligan.providers.local": "import mulligan.testing\n",  # sideways
+        "mulligan.app.workspace.snapshots": "from mulligan.app.controller import Refused\n",
+        "mulligan.app.rewind.back": "from mulligan.app.exports.export import KINDS\n",
+        "mulligan.app.exports.html": "from mulligan.app.settings import Settings\n",
     }
     for importer, source in planted.items():
         found = [m for _, m in imported_names(source, importer) if wrong_way(importer, m)]
@@ -177,6 +215,9 @@ def test_the_order_check_flags_planted_upward_sideways_and_lazy_imports() -> Non
         "mulligan.wire": "from mulligan.messages import Message\n",
         "mulligan.cli": "from mulligan import modes\n",
         "mulligan.session.log": "from mulligan.session.tree import Index\n",
+        "mulligan.app.controller": "from mulligan.app.rewind.back import go_back\n",
+        "mulligan.app.workspace.restore": "from mulligan.app.workspace import snapshots\n",
+        "mulligan.app.attempts.run": "from mulligan.app import Controller\n",
     }
     for importer, source in allowed.items():
         found = [m for _, m in imported_names(source, importer) if wrong_way(importer, m)]

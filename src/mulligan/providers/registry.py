@@ -69,7 +69,7 @@ def parse_name(name: str) -> tuple[str, str]:
         hint = ""
         if provider in ("ollama", "llamacpp", "llama.cpp", "vllm", "lmstudio", "openrouter"):
             hint = (f"; {provider} speaks the OpenAI API: use openai/{model_id} with "
-                    "--base-url (see 'Models and providers' in README.md)")
+                    "--base-url (see 'Models and providers' in docs/providers.md)")
         raise UnknownModel(f"model {name!r}: unknown provider {provider!r}; known: "
                            f"anthropic, openai, google, local{hint}")
     return provider, model_id

@@ -3,7 +3,7 @@
 `SessionLog` is one session file; `path(entries, leaf_id)` walks one branch of any list of
 entries; `persist_to(log)` is the Harness listener that saves every completed message. Every
 refusal is a `SessionError` (a ValueError) naming the line or entry. `mulligan.session.
-maintenance` has check, repair and migrate for damaged and old files. See "Sessions" in README.md.
+maintenance` has check, repair and migrate for damaged and old files. See docs/sessions.md.
 """
 
 from __future__ import annotations
