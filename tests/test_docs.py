@@ -84,7 +84,9 @@ def test_every_mulligan_name_the_docs_mention_exists() -> None:
 def test_every_section_a_message_points_to_exists() -> None:
     """A message saying "see 'Heading' in README.md" (or a docs/ page) names a heading that
     is there."""
-    pointer = re.compile(r"""['"]([^'"\n]{3,80})['"] in (README\.md|docs/[\w-]+\.md)""")
+    found = 0
+    # The page may start the next string of an implicit concatenation: `in "` `"docs/...`.
+    pointer = re.compile(r"""['"]([^'"\n]{3,80})['"] in (?:"\s*")?(README\.md|docs/[\w-]+\.md)""")
     broken = []
     for source in sorted(PACKAGE.rglob("*.py")):
         for heading, page in pointer.findall(source.read_text(encoding="utf-8")):
@@ -92,6 +94,7 @@ def test_every_section_a_message_points_to_exists() -> None:
             headings = {line.lstrip("#").strip() for line in target.read_text(
                 encoding="utf-8").splitlines() if line.startswith("#")} \
                 if target.is_file() else set()
+            found += 1
             if heading not in headings:
                 broken.append(f"{source.relative_to(ROOT)}: '{heading}' in {page}")
-    assert broken == []
+    assert broken == [] and found >= 2

@@ -360,7 +360,8 @@ class _Turn:
         return error_message(
             f"the local model asked for the same call again ({name} {arguments}) instead of "
             "answering; stopped to avoid a loop. Small models do this: rephrase the request, "
-            "or use a larger GGUF model (see 'Offline: the embedded local model' in docs/local-model.md)")
+            "or use a larger GGUF model (see 'Offline: the embedded local model' in "
+            "docs/local-model.md)")
 
     def _explain(self, error: dict[str, Any]) -> str:
         if error.get("type") == "exceed_context_size_error":
