@@ -219,3 +219,45 @@ def _kill_inside(folder: Path) -> None:
         if cwd.startswith(str(folder)):
             with contextlib.suppress(OSError):
                 os.kill(int(proc.name), signal.SIGKILL)
+
+
+def test_the_html_export_labels_the_attempts_and_escapes_a_hostile_model_name(tmp_path):
+    from mulligan.app.exports.html import to_html
+
+    project(tmp_path)
+    models = [a for k in (1, 2) for a in ("--model", script(tmp_path, *writes(k)))]
+    assert run(tmp_path, "-p", "Fix add.", "--attempts", "2", *models, "--check",
+               "python3 test_calc.py").returncode == 0
+    [file] = session_files(tmp_path)
+    log = SessionLog(file)
+    entries = log.entries()
+    first = next(e for e in entries if e.get("attempt", {}).get("index") == 1)
+    hostile = dict(first, attempt={**first["attempt"], "model": "<script>x</script>"})
+    page = to_html([hostile if e is first else e for e in entries], log.tip(), title="t",
+                   session=file.read_bytes(), file_name="s.jsonl")
+    assert "attempt 2/2 · scripted/script1.json · check passed" in page
+    assert "&lt;script&gt;x&lt;/script&gt; · check passed" in page and "<script>x" not in page
+
+
+def test_a_check_that_runs_too_long_is_killed_and_recorded_as_exit_124(tmp_path):
+    from mulligan.app.attempts.run import run_check
+
+    done = run_check("echo begun; sleep 30", tmp_path, timeout=0.5)
+    assert done["exit_code"] == 124 and done["output"].startswith("begun\n")
+    assert "timed out after 0.5 s" in done["output"] and done["duration_ms"] < 5000
+    assert run_check("exit 3", tmp_path)["exit_code"] == 3
+
+
+def test_gc_removes_attempt_folders_a_day_old_and_keeps_newer_ones(tmp_path):
+    project(tmp_path)
+    old = tmp_path / "home" / "attempts" / "old-group" / "1"
+    new = tmp_path / "home" / "attempts" / "new-group" / "1"
+    for folder in (old, new):
+        folder.mkdir(parents=True)
+        (folder / "f.txt").write_text("x")
+    (old / "locked").mkdir(mode=0o500)  # a read-only folder an attempt left: still removed
+    day_ago = time.time() - 2 * 86400
+    os.utime(old.parent, (day_ago, day_ago))
+    done = run(tmp_path, "gc")
+    assert done.returncode == 0 and "1 attempt group(s)" in done.stdout
+    assert not old.parent.exists() and new.is_dir()
