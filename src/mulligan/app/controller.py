@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from mulligan.app.exports.export import KINDS, Kind, export, origin_of
 from mulligan.app.exports.linear import write_linear
-from mulligan.app.models import model_label, model_parts
+from mulligan.app.models import model_label, model_parts, runnable, session_model
 from mulligan.app.permissions import MODES, Permissions
 from mulligan.app.rewind.back import Back, Files, back_plan, go_back
 from mulligan.app.rewind.compaction import Compaction
@@ -41,6 +41,7 @@ from mulligan.prompts import system_prompt
 from mulligan.session import SessionLog, persist_to
 from mulligan.session.branches import message_of, user_messages_on_path, with_attempts
 from mulligan.session.log import timestamp
+from mulligan.session.memory import MemoryStorage
 from mulligan.session.storage import Releasable
 from mulligan.session.tree import Entry
 from mulligan.tools import Tool
@@ -99,12 +100,17 @@ class Controller:
         self.place: Sessions = sessions or FileSessions(self.home)
         self._resolver = resolver
         self._log: SessionLog | None = None
+        # --no-session: the transcript kept in memory only, so it can still be compacted.
+        self._scratch: SessionLog | None = None if session_file is not None else _scratch()
         self._lease: Releasable | None = None
         self._pending_name: str | None = None
         # What a frontend should say about the session opened (a database session carried
         # on on another machine, in this folder); None when there is nothing to say.
         self.notice: str | None = None
         self._summary_abort: threading.Event | None = None
+        # Resuming goes on with the session's own model unless one was named (--model).
+        self.follow_session_model = True
+        self.model_notice: str | None = None  # which model, and why (the banner says it)
         self.harness = self._harness(model, tools, settings.max_turns, [])
         if session_file is not None:
             self._open(session_file)
@@ -197,12 +203,15 @@ class Controller:
         system = system_prompt(model, self.cwd, base_file=self.settings.system_prompt_file,
                                extra=self.extensions.prompt_text() if self.extensions else "")
         compact = None
-        if self._log is not None:
-            compaction = Compaction(self._log, self.settings.compaction, lambda: self.harness.model,
+        log = self._log if self._log is not None else self._scratch
+        if log is not None:
+            compaction = Compaction(log, self.settings.compaction, lambda: self.harness.model,
                                     lambda: self.harness.system, model=self._compaction_model)
             compact = compaction.hook
         harness = Harness(model, system, tools, messages=messages, max_turns=max_turns,
                           redact=self._redact, compact=compact)
+        if self._log is None and self._scratch is not None:
+            harness.subscribe(persist_to(self._scratch))
         if self._log is not None:
             if self.checkpoints is not None:
                 self.checkpoints.attach(self._log.path)
@@ -475,7 +484,8 @@ class Controller:
         the file. Its events go to `on_event`; `abort()` meanwhile leaves the model out (the
         summary is then made from the entries). False when there is nothing to compact."""
         self._idle("/compact")
-        log = self._need_file("/compact")
+        log = self._scratch if self._log is None and self._scratch is not None \
+            else self._need_file("/compact")
         compaction = Compaction(log, self.settings.compaction, lambda: self.harness.model,
                                 lambda: self.harness.system, model=self._compaction_model)
         self._summary_abort = compaction.abort = threading.Event()
@@ -522,6 +532,7 @@ class Controller:
         self._idle("/new")
         self._pending_name = None
         if self._log is None:
+            self._scratch = _scratch()
             self._rebuild([])
             return None
         self._open(self.place.new(self.cwd))
@@ -533,6 +544,28 @@ class Controller:
         if self._log is not None and _same(self._log, session):
             return
         self._open(session)
+        self._own_model()
+
+    def _own_model(self) -> None:
+        """After /resume: go on with the session's own model (its newest model_change, else
+        session_info), unless a model was named on the command line or it is this one."""
+        name = session_model(self._log)
+        if not self.follow_session_model or self._resolver is None or name is None \
+                or not runnable(name) or name == model_label(self.model):
+            return
+        try:
+            model = self._resolver(name)
+        except ValueError as exc:  # no key for it here, say: go on with this one, and say so
+            self.model_notice = (f"this session used {name}, which cannot run here ({exc}); "
+                                 f"going on with {model_label(self.model)}")
+            return
+        self._rebuild(list(self.harness.messages), model=model)
+        self.model_notice = f"model {name}: this session's own (/model to change)"
+
+
+def _scratch() -> SessionLog:
+    """A session log held in memory (--no-session): nothing is written anywhere."""
+    return SessionLog(storage=MemoryStorage(), sidecar=False)
 
 
 def _kind_of(entry: Entry) -> str:

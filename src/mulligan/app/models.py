@@ -19,7 +19,7 @@ from mulligan.providers.registry import default_model_name, parse_name, resolve_
 from mulligan.wire import Model
 
 __all__ = ["FALLBACK_NOTICE", "SCRIPTED_PREFIX", "model_label", "model_parts", "resolve",
-           "scripted_model"]
+           "runnable", "scripted_model", "session_model"]
 
 FALLBACK_NOTICE = ("No provider configured: using the embedded local/smollm2-135m (offline, "
                    "small). Set ANTHROPIC_API_KEY or OPENAI_API_KEY, or --model, for a real model.")
@@ -57,6 +57,33 @@ def resolve(name: str | None, *, base_url: str | None, home: Path,
         if is_fallback:
             print(FALLBACK_NOTICE, file=err or sys.stderr)
     return resolve_model(name, base_url=base_url, home=home, defer=defer)
+
+
+def session_model(log: Any) -> str | None:
+    """The model a session last used, as a name `resolve` takes: its newest ``model_change``
+    (provider/model), else its ``session_info``'s model; None for a session with neither (or
+    none yet). `log` is a SessionLog; only those two kinds of entry are read."""
+    if log is None or not log.storage.exists():
+        return None
+    for change in reversed(log.of_type("model_change")):
+        provider, model_id = change.get("provider"), change.get("model")
+        if isinstance(model_id, str) and model_id:
+            return f"{provider}/{model_id}" if isinstance(provider, str) and provider \
+                else model_id
+    for info in log.of_type("session_info"):
+        if isinstance(info.get("model"), str) and info["model"]:
+            return str(info["model"])
+    return None
+
+
+def runnable(name: str) -> bool:
+    """True when `name` is a model name this program can resolve (a provider it knows); a
+    scripted model's label, recorded by a test, is not."""
+    try:
+        parse_name(name)
+    except UnknownModel:
+        return False
+    return True
 
 
 def model_label(model: Any) -> str:

@@ -229,7 +229,7 @@ def resume_to(c: Controller, target: str) -> Outcome:
     except FileNotFoundError as exc:
         return Outcome([f"/resume: {exc}"], error=True)
     c.resume(log)
-    notice = [c.notice] if c.notice else []
+    notice = [n for n in (c.model_notice, c.notice) if n]
     return Outcome([*notice, f"resumed {target} ({count(len(c.harness.messages), 'message')} "
                     "on its branch)", *recap(c.harness.messages)])
 

@@ -506,6 +506,8 @@ def banner(controller: Controller) -> list[str]:
         where = "new (written at the first message)"
     lines = [f"mulligan {__version__} · model {model_label(controller.model)} · "
              f"{controller.cwd}", f"session: {where}"]
+    if controller.model_notice:
+        lines.append(controller.model_notice)
     if controller.notice:
         lines.append(controller.notice)
     if controller.permissions is not None:

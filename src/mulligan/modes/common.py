@@ -58,6 +58,19 @@ def choose_session(args: argparse.Namespace, sessions: Any, cwd: Path) -> Any:
                   continue_=args.continue_, pick=pick_session if args.resume else None)
 
 
+def own_model(session: Any) -> str | None:
+    """The model a session being resumed last used (`app.models.session_model`), when this
+    program can run it; None for a new session, --no-session, or a label it cannot resolve
+    (a test's scripted model)."""
+    from mulligan.app.models import runnable, session_model
+    from mulligan.session import SessionLog
+
+    if session is None:
+        return None
+    name = session_model(session if isinstance(session, SessionLog) else SessionLog(session))
+    return name if name is not None and runnable(name) else None
+
+
 def with_images(task: str, files: list[str]) -> Content:
     """`task` with the images of `files` attached after it (a plain string when there are
     none). A file that cannot be read, or is not a PNG, JPEG, GIF or WebP, is refused by name
@@ -108,10 +121,17 @@ def build_controller(args: argparse.Namespace, err: TextIO, *, defer: bool = Fal
         if problem is not None:
             raise UsageError(problem)
         sandbox = Sandbox(network=settings.sandbox_network)
-    model = resolve(settings.model, base_url=settings.base_url, home=home, err=err,
-                    defer=defer)
     sessions = sessions_of(home)
     session_file = choose_session(args, sessions, cwd)
+    own = None if settings.model else own_model(session_file)  # resuming: the session's own
+    try:
+        model = resolve(settings.model or own, base_url=settings.base_url, home=home, err=err,
+                        defer=defer)
+    except ValueError as exc:
+        if own is None:
+            raise
+        raise ValueError(f"this session goes on with its own model {own}: {exc}; "
+                         "--model NAME continues it with another") from None
     secrets = Secrets.of(environment(), config)
     guard_process(secrets.hidden)  # the keys out of the environment, this process unreadable
     extensions = extensions_for(args, config, home, cwd, interactive=interactive)
@@ -126,7 +146,7 @@ def build_controller(args: argparse.Namespace, err: TextIO, *, defer: bool = Fal
     tools = permissions.guard(tools_in(cwd))
     if extensions is not None:
         tools = extensions.wrap(tools)
-    return Controller(
+    controller = Controller(
         model, tools, settings, session_file, sessions=sessions,
         checkpoints=checkpoints_for(settings) if session_file is not None else None,
         permissions=permissions, secrets=secrets, extensions=extensions,
@@ -134,6 +154,10 @@ def build_controller(args: argparse.Namespace, err: TextIO, *, defer: bool = Fal
                                  defer=defer) if settings.compaction_model else None,
         resolver=lambda name: resolve(name, base_url=settings.base_url, home=home, err=err),
         tools_for=lambda folder: Permissions("auto", folder).guard(tools_in(folder)))
+    controller.follow_session_model = settings.model is None
+    if own is not None:
+        controller.model_notice = f"model {own}: this session's own (--model to change)"
+    return controller
 
 
 def begin(controller: Controller) -> None:
