@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import threading
 from typing import Any
 
@@ -261,18 +262,34 @@ def test_an_abort_set_before_the_run_records_an_aborted_reply_and_calls_nothing(
 def test_a_streaming_model_builds_the_partial_message_from_its_deltas() -> None:
     model = StreamingScriptedModel([reply("Let me look.", call("read", {"path": "a.py"}, id="c1")),
                                     say("Done.")])
-    events, record = run(model, [tool("read")])
+    record: list[Message] = []
+    events, seen = [], []
+    for event in run_agent(model, "system", record, [tool("read")], "go"):
+        events.append(event)
+        if event["type"] == "message_update":  # the partial as it is when the event comes
+            seen.append(copy.deepcopy(event["message"]))
     assert kinds(events)[:4] == ["agent_start", "turn_start", "message_end", "message_start"]
-    updates = [e for e in events if e["type"] == "message_update"]
-    first_reply = [e for e in updates if e["message"]["content"][0]["text"] != "Done."]
-    assert [e["message"]["content"][0]["text"] for e in first_reply[:3]] == [
+    first_reply = [m for m in seen if m["content"][0].get("text") != "Done."]
+    assert [m["content"][0]["text"] for m in first_reply[:3]] == [
         "Let", "Let me", "Let me look."]
-    last = first_reply[-1]["message"]
+    assert first_reply[2]["stop_reason"] == "stop"
+    assert first_reply[3]["content"][1] == {"type": "toolCall", "id": "c1", "name": "read",
+                                            "arguments": {}}  # half of its JSON so far
+    last = first_reply[-1]
     assert last["content"][1] == {"type": "toolCall", "id": "c1", "name": "read",
                                   "arguments": {"path": "a.py"}}
-    assert first_reply[-1]["delta"]["type"] == "toolcall"
+    assert last["stop_reason"] == "toolUse"
     assert shape(record) == "U A[c1] R(c1) A"
     assert_balanced(events)
+
+
+def test_message_update_carries_one_partial_message_changed_in_place() -> None:
+    events, _ = run(StreamingScriptedModel([say("one two three")]), [])
+    updates = [e["message"] for e in events if e["type"] == "message_update"]
+    assert len(updates) == 3 and all(m is updates[0] for m in updates)
+    assert updates[0]["content"] == [{"type": "text", "text": "one two three"}]
+    start = next(e["message"] for e in events if e["type"] == "message_start")
+    assert start["content"] == [] and start is not updates[0]
 
 
 def test_an_abort_mid_stream_records_the_streamed_aborted_message_as_it_came() -> None:

@@ -51,7 +51,16 @@ from mulligan.messages import (
     user_message,
 )
 from mulligan.tools import Tool, run_tool, tool_specs
-from mulligan.wire import Done, Event, MessageEnd, Model, RetryDelta, StreamDelta, ToolSpec
+from mulligan.wire import (
+    Done,
+    Event,
+    MessageEnd,
+    Model,
+    RetryDelta,
+    StreamDelta,
+    TextDelta,
+    ToolSpec,
+)
 
 __all__ = ["ABORTED", "INTERRUPTED", "Compactor", "Event", "context_for_model", "is_overflow",
            "repair_tool_history", "run_agent"]
@@ -264,8 +273,8 @@ def _reply(
         except Exception as exc:  # a provider that broke its contract; becomes the record
             return error_message(_failure(exc))
         return _checked(answer)
-    partial = _Partial()
-    yield {"type": "message_start", "message": partial.snapshot()}
+    partial = PartialReply()
+    yield {"type": "message_start", "message": assistant_message([])}
     if abort is not None and abort.is_set():  # aborted while message_start was heard
         return error_message(ABORTED, stop_reason="aborted")
     deltas: Iterator[StreamDelta] | None = None
@@ -280,7 +289,7 @@ def _reply(
                        "of": wait["of"], "delay": wait["delay"]}
                 continue
             partial.add(delta)
-            yield {"type": "message_update", "message": partial.snapshot(), "delta": delta}
+            yield {"type": "message_update", "message": partial.message, "delta": delta}
     except Exception as exc:  # as above; the words that had arrived are kept
         return error_message(_failure(exc), content=partial.words())
     finally:
@@ -353,46 +362,112 @@ def _as_text(arguments: dict[str, Any]) -> str:
     return text[:10_000].encode("utf-8", "replace").decode("utf-8")
 
 
-class _Partial:
-    """The assistant message being streamed, built from deltas. Tool call arguments arrive as
-    JSON fragments; a call's "arguments" is the last prefix that parsed ({} until one does)."""
+# Characters of one text (or thinking) block of a partial message: a longer text streams as
+# consecutive blocks, so that a delta costs the same at the end of a 20 MB reply as at its start
+# (a str cannot grow in place; a delta copies at most one block).
+PARTIAL_BLOCK = 8192
+
+
+class PartialReply:
+    """The assistant message being streamed, built from deltas in time linear in its size.
+
+    `message` is one dict for the whole stream, changed in place as deltas arrive. Text and
+    thinking go into blocks of at most `PARTIAL_BLOCK` characters (consecutive blocks of a
+    kind are one text: `text_of` reads it whole; the final message has one block). A tool
+    call's "arguments" is replaced, never changed, by the last prefix of its JSON fragments
+    that parsed ({} until one does). A fragment can complete the arguments only when it
+    closes the top-level object, which `JsonEnd` sees by scanning each fragment once: the
+    fragments are joined and parsed only then, not at every delta."""
 
     def __init__(self) -> None:
-        self.blocks: list[Block] = []
-        self.raw: dict[str, str] = {}
+        self.message: AssistantMessage = assistant_message([])
+        self.blocks = self.message["content"]
+        self.raw: dict[str, tuple[list[str], JsonEnd]] = {}  # a call's fragments, its end
+
+    def parses(self) -> int:
+        """How many times the tool calls' fragments were joined and parsed (work counted)."""
+        return sum(end.parses for _, end in self.raw.values())
 
     def add(self, delta: StreamDelta) -> None:
         last = self.blocks[-1] if self.blocks else None
-        if delta["type"] == "text":
-            if last is not None and last["type"] == "text":
-                last["text"] += delta["delta"]
+        if delta["type"] in ("text", "thinking"):
+            kind, words = delta["type"], cast(TextDelta, delta)["delta"]
+            if last is not None and last["type"] == kind and \
+                    len(cast(Any, last)[kind]) + len(words) <= PARTIAL_BLOCK:
+                cast(Any, last)[kind] += words  # a copy of at most PARTIAL_BLOCK characters
             else:
-                self.blocks.append({"type": "text", "text": delta["delta"]})
-        elif delta["type"] == "thinking":
-            if last is not None and last["type"] == "thinking":
-                last["thinking"] += delta["delta"]
-            else:
-                self.blocks.append({"type": "thinking", "thinking": delta["delta"]})
+                self.blocks.append(cast(Block, {"type": kind, kind: words}))
         elif delta["type"] == "toolcall":
             if last is None or last["type"] != "toolCall" or last["id"] != delta["id"]:
                 last = {"type": "toolCall", "id": delta["id"], "name": delta["name"],
                         "arguments": {}}
                 self.blocks.append(last)
-            raw = self.raw[delta["id"]] = self.raw.get(delta["id"], "") + delta["delta"]
+                self.message["stop_reason"] = "toolUse"
+            pieces, end = self.raw.setdefault(delta["id"], ([], JsonEnd()))
+            pieces.append(delta["delta"])
+            if not end.closes(delta["delta"]):
+                return  # not a whole JSON object yet
             try:
-                parsed = json.loads(raw)
+                parsed = json.loads("".join(pieces))
             except ValueError:
-                return  # not a whole JSON value yet
+                return
             if isinstance(parsed, dict):
                 last["arguments"] = parsed
 
-    def snapshot(self) -> AssistantMessage:
-        """A copy, so that whoever keeps an event does not see it change later."""
-        return assistant_message([dict(block) for block in self.blocks])  # type: ignore[misc]
-
     def words(self) -> list[Block]:
-        """The text and thinking so far: what a failed stream's error message keeps."""
-        return [dict(b) for b in self.blocks if b["type"] != "toolCall"]  # type: ignore[misc]
+        """The text and thinking so far, a block of each run of one kind: what a failed
+        stream's error message keeps."""
+        kept: list[tuple[str, list[str]]] = []
+        for block in self.blocks:
+            kind = block["type"]
+            if kind == "toolCall":
+                continue
+            if not kept or kept[-1][0] != kind:
+                kept.append((kind, []))
+            kept[-1][1].append(cast(Any, block)[kind])
+        return [cast(Block, {"type": kind, kind: "".join(parts)}) for kind, parts in kept]
+
+
+class JsonEnd:
+    """Watches a JSON text arrive in fragments, a character once each: `closes(fragment)` is
+    True when the fragment brings the top-level object to its closing brace. Once the text
+    cannot be one whole object (something after the brace, a stray bracket) it is never
+    True again. `parses` counts the Trues: the joins and parses this allowed."""
+
+    def __init__(self) -> None:
+        self.depth = 0
+        self.in_string = self.escaped = self.done = self.dead = False
+        self.parses = 0
+
+    def closes(self, fragment: str) -> bool:
+        closed = False
+        for char in fragment:
+            if self.dead:
+                return False
+            if self.in_string:
+                if self.escaped:
+                    self.escaped = False
+                elif char == "\\":
+                    self.escaped = True
+                elif char == '"':
+                    self.in_string = False
+            elif char == '"':
+                self.in_string = True
+                self.dead = self.done or self.depth == 0
+            elif char in "{[":
+                self.dead = self.done or (self.depth == 0 and char == "[")
+                self.depth += 1
+            elif char in "}]":
+                self.depth -= 1
+                self.dead = self.depth < 0
+                if self.depth == 0 and not self.dead:
+                    self.done = closed = True
+            elif not char.isspace():
+                self.dead = self.done or self.depth == 0
+        if closed and not self.dead:
+            self.parses += 1
+            return True
+        return False
 
 
 def context_for_model(messages: Sequence[Message], *,

@@ -112,8 +112,9 @@ class MessageStart(TypedDict):
 
 
 class MessageUpdate(TypedDict):
-    """One stream delta. `message` is the reply so far; frontends that only need what is new
-    read `delta` (the JSON renderer writes only the delta)."""
+    """One stream delta. `message` is the reply so far: one object for the whole stream,
+    changed in place (copy what you keep; a long text is in blocks of at most 8 KB). Frontends
+    that only need what is new read `delta` (the JSON renderer writes only the delta)."""
 
     type: Literal["message_update"]
     message: AssistantMessage

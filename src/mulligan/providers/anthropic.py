@@ -37,7 +37,14 @@ from mulligan.messages import (
 )
 from mulligan.providers.errors import Failure
 from mulligan.providers.retry import Backoff, parse_retry_after
-from mulligan.providers.streaming import DEADLINE, IDLE_TIMEOUT, SdkModel, parse_arguments
+from mulligan.providers.streaming import (
+    DEADLINE,
+    IDLE_TIMEOUT,
+    SdkModel,
+    append_text,
+    parse_arguments,
+    settled,
+)
 from mulligan.wire import StreamDelta, ToolSpec
 
 DEFAULT_MAX_TOKENS = 16_000
@@ -247,10 +254,10 @@ class _Fold:
         if block is None:
             return []
         if delta.type == "text_delta" and delta.text:
-            block["text"] += delta.text
+            append_text(block, "text", delta.text)
             return [{"type": "text", "delta": delta.text}]
         if delta.type == "thinking_delta" and delta.thinking:
-            block["thinking"] += delta.thinking
+            append_text(block, "thinking", delta.thinking)
             return [{"type": "thinking", "delta": delta.thinking}]
         if delta.type == "signature_delta":
             block["signature"] = block.get("signature", "") + delta.signature
@@ -295,7 +302,7 @@ class _Fold:
     def _content(self, *, complete_calls_only: bool) -> list[Block]:
         content: list[Block] = []
         for index in sorted(self._blocks):
-            block = dict(self._blocks[index])
+            block = settled(self._blocks[index])
             if block["type"] == "text" and not block["text"]:
                 continue
             if block["type"] == "thinking" and not block.get("signature"):

@@ -50,7 +50,14 @@ from mulligan.messages import (
 from mulligan.providers.config import is_openai_itself
 from mulligan.providers.errors import Failure
 from mulligan.providers.retry import Backoff, parse_retry_after
-from mulligan.providers.streaming import DEADLINE, IDLE_TIMEOUT, SdkModel, parse_arguments
+from mulligan.providers.streaming import (
+    DEADLINE,
+    IDLE_TIMEOUT,
+    SdkModel,
+    append_text,
+    parse_arguments,
+    settled,
+)
 from mulligan.wire import StreamDelta, ToolSpec
 
 _STOP: dict[str, StopReason] = {"stop": "stop", "tool_calls": "toolUse",
@@ -231,11 +238,11 @@ class _Fold:
         last = self._blocks[-1] if self._blocks else None
         if kind == "text":
             if last is not None and last["type"] == "text":
-                last["text"] += words
+                append_text(last, "text", words)
             else:
                 self._blocks.append({"type": "text", "text": words})
         elif last is not None and last["type"] == "thinking":
-            last["thinking"] += words
+            append_text(last, "thinking", words)
         else:
             self._blocks.append({"type": "thinking", "thinking": words})
 
@@ -274,7 +281,7 @@ class _Fold:
 
     def partial(self) -> list[Block]:
         # A partial reply's tool calls may stop mid-arguments: keep none of them.
-        return [dict(b) for b in self._blocks]  # type: ignore[misc]
+        return [settled(b) for b in self._blocks]  # type: ignore[misc]
 
     def message(self) -> AssistantMessage:
         if self._finish == "content_filter":

@@ -42,7 +42,14 @@ from mulligan.messages import (
 from mulligan.providers.errors import Failure
 from mulligan.providers.openai_chat import describe_error
 from mulligan.providers.retry import Backoff
-from mulligan.providers.streaming import DEADLINE, IDLE_TIMEOUT, SdkModel, parse_arguments
+from mulligan.providers.streaming import (
+    DEADLINE,
+    IDLE_TIMEOUT,
+    SdkModel,
+    append_text,
+    parse_arguments,
+    settled,
+)
 from mulligan.wire import StreamDelta, ToolSpec
 
 EFFORTS = {"off": "none", "low": "low", "medium": "medium", "high": "high"}
@@ -230,7 +237,7 @@ class _Fold:
         item = self._items.get(index) if index is not None else None
         if item is None or item["type"] != kind:
             return []
-        item[kind] += words
+        append_text(item, kind, words)
         delta: StreamDelta = {"type": "text", "delta": words} if kind == "text" else \
             {"type": "thinking", "delta": words}
         return [delta]
@@ -294,7 +301,7 @@ class _Fold:
     def _content(self, *, complete_calls_only: bool) -> list[Block]:
         content: list[Block] = []
         for index in sorted(self._items):
-            block = dict(self._items[index])
+            block = settled(self._items[index])
             if block["type"] == "text" and not block["text"]:
                 continue
             if block["type"] == "thinking" and not block.get("encrypted_content") \
