@@ -11,11 +11,14 @@ whole processes, best of --runs, each against the floor process measured in the 
   for the none-abandoned file also its first open, which builds the sidecar index;
 - `mulligan -c -p` with a scripted model on each (a resume, one reply, three appends, exit);
 - `mulligan sessions tree` on the abandoned-heavy one (reported: every attempt folded);
+- `mulligan sessions tree --all` and `mulligan sessions check` on it, time and peak memory
+  against the floor's (each must parse the file once);
 - `mulligan sessions ls` over --sessions sessions of 10,000 entries, against one floor
   process parsing them all.
 
 Goals (ratios to the floor): abandoned-heavy replay <= 0.7x; none-abandoned replay <= 1.2x,
-first open <= 1.3x; `-c -p` <= 1.3x; `sessions ls` <= 0.2x. Exits 1 if one is missed.
+first open <= 1.3x; `-c -p` <= 1.3x; `sessions ls` <= 0.2x; `tree --all` and `check`
+<= 1.5x (time). Exits 1 if one is missed. `--part tree-check` runs only those two.
 """
 
 from __future__ import annotations
@@ -41,6 +44,10 @@ FLOOR = ("import sys, orjson\n"
          "for name in sys.argv[1:]:\n"
          "    with open(name, 'rb') as f:\n"
          "        rows = [orjson.loads(line) for line in f.read().splitlines()]\n")
+# Peak memory of one child process: this one's RUSAGE_CHILDREN after waiting for only it.
+PEAK = ("import resource, subprocess, sys\n"
+        "subprocess.run(sys.argv[1:], check=True, stdout=subprocess.DEVNULL)\n"
+        "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n")
 REPLAY = "import sys\nfrom mulligan.session import SessionLog\nSessionLog(sys.argv[1]).replay()\n"
 
 
@@ -72,11 +79,35 @@ def timed(argv: list[str], runs: int, env: dict[str, str] | None = None,
     return best
 
 
+def peak_mb(argv: list[str], env: dict[str, str] | None = None,
+            cwd: Path | None = None) -> float:
+    """The peak resident memory of the process `argv`, in MB."""
+    done = subprocess.run([PYTHON, "-c", PEAK, *argv], check=True, capture_output=True,
+                          text=True, env=env, cwd=cwd)
+    return int(done.stdout.split()[-1]) / 1024
+
+
+def tree_and_check(file: Path, runs: int, floor: float, env: dict[str, str], cwd: Path,
+                   results: list[tuple[str, float, float, float | None]]) -> None:
+    """`sessions tree --all` and `sessions check` on `file`: time against the floor (goal
+    1.5x), and peak memory against the floor process's, printed."""
+    floor_mb = peak_mb([PYTHON, "-c", FLOOR, str(file)])
+    for what in (["tree", str(file), "--all"], ["check", str(file)]):
+        argv = [PYTHON, "-m", "mulligan", "sessions", *what]
+        took = timed(argv, runs, env=env, cwd=cwd)
+        mb = peak_mb(argv, env=env, cwd=cwd)
+        label = f"mulligan sessions {' '.join(w for w in what if w != str(file))}"
+        print(f"{label}: peak {mb:.0f} MB, {mb / floor_mb:.2f}x the floor's {floor_mb:.0f} MB",
+              flush=True)
+        results.append((label, took, floor, 1.5))
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size", type=int, default=100_000)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--sessions", type=int, default=50)
+    parser.add_argument("--part", choices=["all", "tree-check"], default="all")
     args = parser.parse_args()
     folder = Path(tempfile.mkdtemp(prefix="mulligan-resume-bench-"))
     results: list[tuple[str, float, float, float | None]] = []
@@ -97,6 +128,10 @@ def main() -> int:
             replayed = len(SessionLog(file, sidecar=False).replay())
             print(f"{label}: {args.size:,} entries, {mb:.0f} MB, {replayed:,} messages on "
                   f"the branch; floor process {floor * 1e3:.0f} ms", flush=True)
+            if args.part == "tree-check":
+                SessionLog(file).tip()  # its index, as any session has one
+                tree_and_check(file, args.runs, floor, env, work, results)
+                break
             if not abandoned:
                 first = timed([PYTHON, "-c", REPLAY, str(file)], args.runs,
                               before=lambda f=file: Path(sidecar_path(str(f))).unlink(
@@ -114,6 +149,9 @@ def main() -> int:
                 tree = timed([PYTHON, "-m", "mulligan", "sessions", "tree", str(file)],
                              args.runs, env=env, cwd=work)
                 results.append((f"{label}: mulligan sessions tree", tree, floor, None))
+                tree_and_check(file, args.runs, floor, env, work, results)
+        if args.part == "tree-check":
+            return _report(results)
         many = folder / "many"
         many_home = many / "home"
         listed = folder_dir(many_home, work)
@@ -131,6 +169,10 @@ def main() -> int:
         results.append((f"sessions ls, {args.sessions} x 10,000 entries", ls, floor, 0.2))
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+    return _report(results)
+
+
+def _report(results: list[tuple[str, float, float, float | None]]) -> int:
     ok = True
     print()
     for what, took, floor, goal in results:

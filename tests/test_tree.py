@@ -8,7 +8,10 @@ import sys
 from pathlib import Path
 
 import orjson
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from mulligan.brief import cut, flat, message_line
 from mulligan.frontends.tree import render_tree
 from mulligan.session import SessionLog
 from mulligan.session.branches import message_leaves
@@ -163,3 +166,19 @@ def test_two_thousand_nested_abandoned_attempts_are_drawn_by_the_real_command(tm
             assert sorted(drawn_ids) == sorted(f"e{n}" for n in range(1, 4004))
         else:
             assert "… 4000 entries on 2000 abandoned attempts (e2..e4001)" in done.stdout
+
+
+@settings(max_examples=300, deadline=None)
+@given(texts=st.lists(st.text(alphabet=" \n\tab…é", max_size=400), min_size=1, max_size=3),
+       room=st.integers(1, 120), role=st.sampled_from(["user", "assistant", "toolResult"]))
+def test_a_line_bounded_by_its_room_reads_as_the_whole_message_cut(texts, room, role):
+    """The tree folds only as much of a long message as its line can show: the line is the
+    one the whole message, folded and cut, gives."""
+    if role == "assistant":
+        message = {"role": role, "stop_reason": "stop", "content": [
+            *({"type": "text", "text": t} for t in texts[:-1]),
+            {"type": "toolCall", "id": "c", "name": "write", "arguments": {"x": texts[-1]}}]}
+    else:
+        message = {"role": role, "content": texts[0], "tool_name": "bash"}
+    assert cut(message_line(message, room), room) == cut(message_line(message), room)
+    assert cut(flat(texts[0], room), room) == cut(flat(texts[0]), room)

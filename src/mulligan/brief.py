@@ -18,9 +18,17 @@ from mulligan.messages import content_text
 __all__ = ["arguments_text", "call_text", "cut", "flat", "message_line"]
 
 
-def flat(text: Any) -> str:
-    """`text` on one line: every run of white space (newlines included) folded to one space."""
-    return " ".join(str(text).split())
+def flat(text: Any, room: int | None = None) -> str:
+    """`text` on one line: every run of white space (newlines included) folded to one space.
+    With `room`, a long text is folded only as far as a line of `room` characters can show:
+    the result is then the start of the whole folding, longer than `room` (so `cut` gives
+    what it gives for the whole) -- a 100k-entry tree need not fold every long message."""
+    text = str(text)
+    if room is not None and len(text) > 2 * room + 64:
+        head = " ".join(text[:2 * room + 64].split())
+        if len(head) > room:
+            return head
+    return " ".join(text.split())
 
 
 def cut(text: str, room: int | None) -> str:
@@ -39,35 +47,36 @@ def arguments_text(arguments: Any, *, brief: bool = True, room: int | None = Non
         text = value if isinstance(value, str) else _json(value)
     else:
         text = _json(arguments)
-    return cut(flat(text) if brief else text, room)
+    return cut(flat(text, room) if brief else text, room)
 
 
 def call_text(block: Mapping[str, Any], *, brief: bool = True, room: int | None = None) -> str:
     """A tool call block as ``name(arguments)``: ``read(main.py)``; without `brief`,
     ``read({"path": "main.py"})``."""
-    return cut(f"{block.get('name')}({arguments_text(block.get('arguments'), brief=brief)})",
-               room)
+    return cut(f"{block.get('name')}"
+               f"({arguments_text(block.get('arguments'), brief=brief, room=room)})", room)
 
 
-def message_line(message: Mapping[str, Any]) -> str:
+def message_line(message: Mapping[str, Any], room: int | None = None) -> str:
     """A message in a few words: ``you: ...``, ``ai: ... read(main.py) [error: why]``,
-    ``read (error) → ...``."""
+    ``read (error) → ...``. With `room`, for a line that `cut` will bound to `room`: what
+    lies past it may be left out (long texts are not folded whole)."""
     role = message.get("role")
     if role == "user":
-        return "you: " + flat(content_text(message.get("content", "")))
+        return "you: " + flat(content_text(message.get("content", "")), room)
     if role == "toolResult":
         mark = " (error)" if message.get("is_error") else ""
         return (f"{message.get('tool_name', 'tool')}{mark} → "
-                + flat(content_text(message.get("content", ""))))
+                + flat(content_text(message.get("content", "")), room))
     parts = []
     content = message.get("content")
     for block in content if isinstance(content, list) else []:
         if not isinstance(block, Mapping):
             continue
-        if block.get("type") == "text" and flat(block.get("text", "")):
-            parts.append(flat(block["text"]))
+        if block.get("type") == "text" and (text := flat(block.get("text", ""), room)):
+            parts.append(text)
         elif block.get("type") == "toolCall":
-            parts.append(call_text(block))
+            parts.append(call_text(block, room=None if room is None else room + 1))
     if message.get("stop_reason") in ("error", "aborted"):
         reason, why = message.get("stop_reason"), flat(message.get("error_message", ""))
         parts.append(f"[{reason}: {why}]" if why and why != reason else f"[{reason}]")

@@ -26,20 +26,22 @@ from mulligan.session.branches import (
 TIP_MARK = " ◀ tip"
 
 
-def describe(entry: Mapping[str, Any]) -> str:
-    """One entry in a few words: who spoke and the start of what they said."""
+def describe(entry: Mapping[str, Any], room: int | None = None) -> str:
+    """One entry in a few words: who spoke and the start of what they said. With `room`,
+    for a line cut to `room` characters (what lies past it may be left out)."""
     kind = entry.get("type")
     if kind == "message":
         message = message_of(entry)
         if message is None:
             return "(damaged: a message entry without a message object)"
-        return message_line(message)
+        return message_line(message, room)
     if kind == "branch":
         return f"↩ back to {entry.get('parent_id')}"
     if kind == "branch_summary":
-        return f"↩ back to {entry.get('parent_id')}, summary: {flat(entry.get('summary', ''))}"
+        summary = flat(entry.get("summary", ""), room)
+        return f"↩ back to {entry.get('parent_id')}, summary: {summary}"
     if kind == "compaction":
-        return f"⊟ compacted: {flat(entry.get('summary', ''))}"
+        return f"⊟ compacted: {flat(entry.get('summary', ''), room)}"
     if kind == "workspace_restore":
         found = entry.get("workspace")
         meta: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
@@ -66,7 +68,8 @@ def render_tree(
         return ["(empty session: nothing has been said yet)"]
     children = children_of(entries)
     by_id = {entry["id"]: entry for entry in entries}
-    on_path = set(path_ids(entries, tip))
+    tip_path = path_ids(entries, tip)
+    on_path = set(tip_path)
     labels = all_labels(entries)
     hidden = {e["id"] for e in entries if e.get("type") == "label"}
     id_width = max(len(e["id"]) for e in entries) + 1
@@ -75,7 +78,7 @@ def render_tree(
     damage = {e["id"]: f" (parent {e.get('parent_id')!r} is missing)" for e in entries
               if e.get("parent_id") is not None and e.get("parent_id") not in by_id}
     # The tip may be a label line (not drawn): then the entry it hangs under is marked.
-    shown_tip = next((i for i in reversed(path_ids(entries, tip)) if i not in hidden), None)
+    shown_tip = next((i for i in reversed(tip_path) if i not in hidden), None)
     lines: list[str] = []
 
     def visible_children(entry_id: str | None) -> list[str]:
@@ -102,8 +105,8 @@ def render_tree(
             tag += f" ✎{len(changed['changed'])}"  # this entry changed files
         tip_tag = TIP_MARK if entry_id == shown_tip else ""
         head = f"{prefix}{entry_id:<{id_width}} "
-        words = describe(by_id[entry_id])
         room = width - len(head) - len(tag) - len(tip_tag)
+        words = describe(by_id[entry_id], max(room, 1))
         return head + cut(words, room) + tag + tip_tag
 
     def folded(prefix: str, root: str) -> str:

@@ -36,7 +36,7 @@ from mulligan.session.errors import (
 )
 from mulligan.session.log import timestamp
 from mulligan.session.storage import fsync_folder, write_all
-from mulligan.session.tree import Index, _what, ancestors, entry_problem
+from mulligan.session.tree import _what, ancestors, entry_problem
 
 _SHOW = 50  # problems listed by format(); the rest are counted
 
@@ -112,12 +112,16 @@ class RepairReport:
 # ---- check --------------------------------------------------------------------------------
 
 
-def check(file: str | os.PathLike[str]) -> CheckReport:
+def check(file: str | os.PathLike[str], *,
+          entries: list[dict[str, Any]] | None = None) -> CheckReport:
     """Read all of `file` and report every problem: lines that are not JSON objects, entries
     without a string id, duplicate ids, ids that are not "e" + their line number, entries
     without a parent_id key, missing parents, circles, message entries whose message lacks the
     wire shape, a label whose target is missing, and a torn last line. Never changes the
-    file."""
+    file. Every line is parsed once (the index, when there is one, is checked against the
+    same parse). `entries`: what a `SessionLog`'s full read of this file just gave (every
+    line an entry: it refused nothing); they are used instead of parsing the lines again
+    when the file still has exactly that many lines, ending with that last entry."""
     name = os.fspath(file)
     report = CheckReport(name)
     try:
@@ -125,23 +129,31 @@ def check(file: str | os.PathLike[str]) -> CheckReport:
     except FileNotFoundError:
         report.problems.append(f"{name}: no such file")
         return report
-    lines = data.split(b"\n")
-    torn = lines.pop()
-    entries: list[tuple[int, dict[str, Any]]] = []  # (line number, entry), first of each id
+    ends = _line_ends(data)
+    torn = bytes(data[ends[-1] if ends else 0:])
+    if entries is not None and not _still(entries, data, ends, torn):
+        entries = None
+    found: list[tuple[int, dict[str, Any]]] = []  # (line number, entry), first of each id
     line_of: dict[str, int] = {}
     problems = report.problems
     last_id: str | None = None
     bare: list[int] = []
     unreadable = 0  # lines before this one that are not entries: ids after them shift
-    for number, raw in enumerate(lines, 1):
+    view, loads, start = memoryview(data), orjson.loads, 0
+    for number, end in enumerate(ends, 1):
         last_id = None
-        try:
-            entry = orjson.loads(raw)
-        except orjson.JSONDecodeError as exc:
-            problems.append(f"line {number}: not a JSON object ({exc}); delete or mend "
-                            f"line {number}")
-            unreadable += 1
-            continue
+        if entries is not None:
+            entry = entries[number - 1]
+        else:
+            try:
+                entry = loads(view[start:end - 1])
+            except orjson.JSONDecodeError as exc:
+                problems.append(f"line {number}: not a JSON object ({exc}); delete or mend "
+                                f"line {number}")
+                unreadable += 1
+                continue
+            finally:
+                start = end
         if type(entry) is not dict:
             problems.append(f"line {number}: not a JSON object but {type(entry).__name__}; "
                             f"delete or mend line {number}")
@@ -165,57 +177,102 @@ def check(file: str | os.PathLike[str]) -> CheckReport:
                 and entry_id not in (f"e{number}", f"e{number - unreadable}"):
             problems.append(f"line {number}: entry {entry_id} should be e{number} (ids are "
                             "'e' + line number; the next appends could collide with it)")
-        typing = entry_problem(entry)
+        # a full read's entries passed the same check (`entry_problem`) when it read them
+        typing = entry_problem(entry) if entries is None else None
         if typing is not None:
             problems.append(f"line {number}: entry {entry_id} is {typing}" if typing.startswith(
                 ("an ", "a ")) else f"line {number}: entry {entry_id} {typing}")
         line_of[entry_id] = number
-        entries.append((number, entry))
+        found.append((number, entry))
         last_id = entry_id
+    del view
     if bare:
         problems.append(f"{len(bare)} line(s), the first line {bare[0]}, are bare messages "
                         "with no id or parent: a file from before entries had parents; "
                         "`mulligan session migrate OLD NEW` converts it")
     if torn and _is_object(torn):
-        problems.append(f"line {len(lines) + 1}: the last line is a whole entry without its "
+        problems.append(f"line {len(ends) + 1}: the last line is a whole entry without its "
                         "newline; `mulligan session repair` adds the newline")
     elif torn:
-        problems.append(f"line {len(lines) + 1}: torn write: the last line has no newline "
+        problems.append(f"line {len(ends) + 1}: torn write: the last line has no newline "
                         f"({len(torn)} bytes); `mulligan session repair` sets it aside")
-    report.entries = len(entries)
-    # "branches" means what `mulligan sessions ls` means by it: the attempts the file holds
-    report.branches = len(message_leaves([entry for _, entry in entries]))
-    report.went_back = sum(1 for _, entry in entries if entry.get("type") == "branch")
+    report.entries = len(found)
+    report.went_back = sum(1 for _, entry in found if entry.get("type") == "branch")
     report.tip = last_id
-    problems.extend(_tree_problems(entries, line_of))
+    problems.extend(_tree_problems(found, line_of))
     problems.sort(key=_first_line)  # in file order, for a person going down the file
-    if not problems:
-        report.index, wrong = _index_state(name, data)
+    # "branches" means what `mulligan sessions ls` means by it: the attempts the file holds;
+    # counted by the line table the index check builds anyway, when the file is sound
+    table = None
+    if not problems:  # every line is an entry: `found` is the file, line for line
+        table = _table_of(name, data, [entry for _, entry in found], ends)
+        report.index, wrong = _index_state(name, len(data), table)
         if wrong:
             problems.append(wrong)
+    attempts = table.attempts() if table is not None else None
+    report.branches = attempts if attempts is not None else len(
+        message_leaves([entry for _, entry in found]))
     return report
 
 
-def _index_state(name: str, data: bytes) -> tuple[str, str | None]:
-    """The sidecar index, checked against the file just read: (its state in words, a
-    problem if it claims to describe the file and does not)."""
+def _line_ends(data: bytes) -> list[int]:
+    """The offset just after each newline of `data`."""
+    ends: list[int] = []
+    find, at = data.find, 0
+    append = ends.append
+    while (at := find(b"\n", at) + 1) > 0:
+        append(at)
+    return ends
+
+
+def _still(entries: list[dict[str, Any]], data: bytes, ends: list[int], torn: bytes) -> bool:
+    """Whether `entries` (a full read's) are still the file's lines: as many as it has, none
+    torn, the last one the same entry."""
+    if torn or len(entries) != len(ends):
+        return False
+    if not ends:
+        return True
+    start = ends[-2] if len(ends) > 1 else 0
+    try:
+        return bool(orjson.loads(data[start:ends[-1] - 1]) == entries[-1])
+    except orjson.JSONDecodeError:
+        return False
+
+
+def _table_of(name: str, data: bytes, entries: list[dict[str, Any]],
+              ends: list[int]) -> sidecar.Table | None:
+    """The line table of the file just read (`entries`, one per line, each ending at `ends`),
+    built as an open builds it; None when its ids are not its line numbers."""
+    by_id: dict[str, int] = {}
+    ups: list[int | None] = []
+    for at, entry in enumerate(entries):  # each parent as a read in file order finds it
+        parent = entry.get("parent_id")
+        ups.append(by_id.get(parent) if type(parent) is str else None)
+        by_id[entry["id"]] = at
+    last = data[ends[-2] if len(ends) > 1 else 0:ends[-1]] if ends else b""
+    return sidecar.build(entries, ends, ups, (0, 0, 0, 0, 0), last)
+
+
+def _index_state(name: str, size: int, expected: sidecar.Table | None,
+                 ) -> tuple[str, str | None]:
+    """The sidecar index, checked against the table of the file just read (`size` bytes):
+    (its state in words, a problem if it claims to describe the file and does not)."""
     if not os.path.exists(sidecar.sidecar_path(name)):
         return "index: none yet (it is built at the next open)", None
     fd = os.open(name, os.O_RDONLY | os.O_CLOEXEC)
     try:
         stat = os.fstat(fd)
-        table = sidecar.load(name, fd, stat) if stat.st_size == len(data) else None
+        table = sidecar.load(name, fd, stat) if stat.st_size == size else None
     finally:
         os.close(fd)
     if table is None:
         return "index: stale, ignored (it is rebuilt at the next open)", None
-    index = Index(name)
-    index.add_data(data)
-    expected = sidecar.build(index.entries, index.ends, index.ups(), table.state,
-                             sidecar.read_last(name, index.ends) or b"")
     if expected is None:
         return "", (f"{sidecar.sidecar_path(name)}: the index describes a file whose ids are "
                     "not its line numbers; delete it (it is a cache)")
+    if (expected.ends, expected.parents, expected.marks) == (table.ends, table.parents,
+                                                              table.marks):  # compared in C
+        return f"index: up to date ({table.count} lines)", None
     for at in range(max(expected.count, table.count)):
         if at >= min(expected.count, table.count) or (
                 expected.ends[at], expected.parents[at], expected.marks[at]) != (
@@ -239,6 +296,7 @@ def _tree_problems(entries: list[tuple[int, dict[str, Any]]],
                "entries had parents; `mulligan session migrate OLD NEW` converts it")
         return
     parent: dict[str, str] = {}
+    backward = True  # every parent on an earlier line: then no circle can be
     for number, entry in entries:
         entry_id = entry["id"]
         if "parent_id" not in entry:
@@ -247,6 +305,7 @@ def _tree_problems(entries: list[tuple[int, dict[str, Any]]],
             parent_id = entry["parent_id"]
             if type(parent_id) is str and parent_id in line_of:
                 parent[entry_id] = parent_id
+                backward = backward and line_of[parent_id] < number
             elif type(parent_id) is str:  # any other type is named above, with the entry
                 yield f"line {number}: entry {entry_id} names parent {parent_id!r}, which is " \
                       "in no entry"
@@ -257,7 +316,8 @@ def _tree_problems(entries: list[tuple[int, dict[str, Any]]],
         if entry.get("type") == "label" and type(target) is str and target not in line_of:
             yield f"line {number}: label {entry_id} names target {entry.get('target_id')!r}, " \
                   "which is in no entry"
-    yield from _circles(parent, line_of)
+    if not backward:
+        yield from _circles(parent, line_of)
 
 
 def _circles(parent: dict[str, str], line_of: dict[str, int]) -> Iterable[str]:
