@@ -14,14 +14,9 @@ import pytest
 
 from mulligan.session import BadEntry, SessionError, SessionLog
 from mulligan.session.maintenance import check, repair
+from mulligan.testing import entry
 
 PYTHON = sys.executable
-
-
-def entry(entry_id, parent, kind="message", **fields):
-    if kind == "message" and "message" not in fields:
-        fields["message"] = {"role": "user", "content": f"said at {entry_id}"}
-    return {"id": entry_id, "type": kind, "parent_id": parent, "timestamp": "t", **fields}
 
 
 def write(path: Path, *entries: dict | str) -> Path:

@@ -28,7 +28,8 @@ from mulligan.session import (
     path,
     persist_to,
 )
-from mulligan.testing import ScriptedModel, call, reply, say, tool_result, user
+from mulligan.testing import ScriptedModel, call, reply, say, tool_result, user, write_entries
+from mulligan.testing import message_entry as msg
 
 READ = call("read", {"path": "main.py"}, id="c1")
 SIX: list[Message] = [user("Make main.py faster."), reply("Reading it.", READ),
@@ -49,11 +50,7 @@ def lines_of(file: Path) -> list[dict[str, Any]]:
 
 
 def write_lines(file: Path, entries: list[dict[str, Any]]) -> None:
-    file.write_text("".join(json.dumps(entry) + "\n" for entry in entries))
-
-
-def msg(entry_id: str, parent: str | None, text: str) -> dict[str, Any]:
-    return {"id": entry_id, "type": "message", "parent_id": parent, "message": user(text)}
+    write_entries(file, *entries)
 
 
 # ---- the format -------------------------------------------------------------------------

@@ -11,15 +11,13 @@ import pytest
 
 from mulligan.session import NotOldFormat, SessionLog, TargetExists, TornLine
 from mulligan.session.maintenance import check, migrate, repair
-from mulligan.testing import say, user
+from mulligan.testing import message_entry as msg
+from mulligan.testing import say, user, write_entries
 
 
 def write_lines(file: Path, items: list[Any], tail: bytes = b"") -> None:
-    file.write_bytes(b"".join(json.dumps(item).encode() + b"\n" for item in items) + tail)
-
-
-def msg(entry_id: str, parent: str | None, text: str) -> dict[str, Any]:
-    return {"id": entry_id, "type": "message", "parent_id": parent, "message": user(text)}
+    """Each item as a JSON line (a str too: a line that is JSON but not an object)."""
+    write_entries(file, *(json.dumps(i) if isinstance(i, str) else i for i in items), tail=tail)
 
 
 def sound(tmp_path: Path) -> Path:

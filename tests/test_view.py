@@ -11,13 +11,11 @@ import pytest
 from mulligan.session import BadEntry, SessionLog
 from mulligan.session.maintenance import check
 from mulligan.session.view import COMPACTION_PREAMBLE, SUMMARY_PREAMBLE
+from mulligan.testing import message_entry
 
 
 def msg(entry_id, parent, role, text):
-    message = {"role": role, "content": text} if role == "user" else {
-        "role": "assistant", "content": [{"type": "text", "text": text}], "stop_reason": "stop"}
-    return {"id": entry_id, "type": "message", "parent_id": parent, "timestamp": "t",
-            "message": message}
+    return message_entry(entry_id, parent, text, role)
 
 
 def write(tmp_path: Path, *entries: dict) -> SessionLog:

@@ -1,4 +1,5 @@
-"""Public helpers for tests and docs: message builders, a scripted model, and two readers.
+"""Public helpers for tests and docs: message and session-entry builders, a scripted model,
+and two readers.
 
 `ScriptedModel` is the test double for every layer above the providers: it answers from a
 script and records every request it was sent, so a test asserts on what the model *saw*
@@ -74,6 +75,32 @@ def tool_result(
     """The toolResult that answers `for_call`."""
     return {"role": "toolResult", "tool_call_id": for_call["id"], "tool_name": for_call["name"],
             "content": content, "is_error": is_error}
+
+
+def entry(entry_id: str, parent: str | None, kind: str = "message",
+          **fields: Any) -> dict[str, Any]:
+    """A session entry as a file holds it, for writing hand-made (or damaged) sessions; a
+    message entry without a `message` gets a user message naming its id."""
+    if kind == "message" and "message" not in fields:
+        fields["message"] = {"role": "user", "content": f"said at {entry_id}"}
+    return {"id": entry_id, "type": kind, "parent_id": parent, "timestamp": "t", **fields}
+
+
+def message_entry(entry_id: str, parent: str | None, text: str,
+                  role: str = "user") -> dict[str, Any]:
+    """A message entry: a user message, or (`role` "assistant") a finished text reply."""
+    message: Message = user(text) if role == "user" else say(text)
+    return entry(entry_id, parent, message=message)
+
+
+def write_entries(path: Any, *entries: dict[str, Any] | str, tail: bytes = b"") -> Any:
+    """Write `entries` one JSON line each (a str is written as it is: a damaged line), then
+    `tail` (e.g. a torn last line); returns `path`."""
+    data = b"".join((e.encode() if isinstance(e, str) else json.dumps(e).encode()) + b"\n"
+                    for e in entries)
+    with open(path, "wb") as out:
+        out.write(data + tail)
+    return path
 
 
 @dataclass
