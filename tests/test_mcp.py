@@ -322,3 +322,27 @@ def test_the_model_is_offered_the_servers_tools_with_its_schemas_at_the_next_pro
         assert [t["name"] for t in model.calls[1].tools] == list(offered)
     finally:
         c.close()
+
+
+def test_slash_mcp_shows_each_server_its_state_and_tools(tmp_path):
+    from mulligan.app import Controller
+    from mulligan.app.extensions.setup import Extensions
+    from mulligan.app.settings import Settings
+    from mulligan.frontends.slash import run_command
+    from mulligan.testing import ScriptedModel
+
+    ghost = Server("ghost", "config.toml", command=str(tmp_path / "nope"))
+    found = Extensions(tmp_path, servers=[odd(), ghost])
+    c = Controller(ScriptedModel([]), [], Settings(cwd=tmp_path, home=tmp_path / "home"),
+                   None, extensions=found)
+    try:
+        run_command(c, "/mcp")  # starts them, if the REPL has not yet
+        assert found.mcp.wait(60)
+        lines = run_command(c, "/mcp").lines
+        assert lines[0].startswith(f"odd  ready  (stdio: {sys.executable} {ODD}; from test)")
+        assert lines[1].startswith("  mcp__odd__echo, mcp__odd__hang")
+        assert lines[2].startswith("ghost  failed: FileNotFoundError")
+    finally:
+        c.close()
+    empty = Controller(ScriptedModel([]), [], Settings(cwd=tmp_path, home=tmp_path / "home"))
+    assert run_command(empty, "/mcp").lines[0].startswith("no MCP servers")

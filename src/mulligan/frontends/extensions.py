@@ -39,9 +39,10 @@ def server_lines(states: list[Any]) -> list[str]:
 @command("mcp", "", "the MCP servers: state and tools", most_args=0)
 def _mcp(controller: Controller, args: list[str], width: int) -> Outcome:
     extensions = controller.extensions
-    if extensions is None or extensions.mcp is None:
+    if extensions is None or not extensions.servers:
         return Outcome(["no MCP servers (config.toml's [mcp_servers.NAME], --mcp-config "
                         "FILE, or a trusted folder's .mcp.json)"])
+    extensions.start()  # typed before the REPL started them: they start now
     return Outcome(server_lines(extensions.mcp.states()))
 
 

@@ -284,6 +284,8 @@ class Repl:
 
     async def _loop(self) -> int:
         self._event_loop = asyncio.get_running_loop()
+        if self.controller.extensions is not None:  # MCP servers connect while you type
+            self._event_loop.call_later(0.3, self.controller.extensions.start)
         self._mark_idle()
         while True:
             fill, self._fill = self._fill, None

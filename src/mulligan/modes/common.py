@@ -160,12 +160,13 @@ def build_controller(args: argparse.Namespace, err: TextIO, *, defer: bool = Fal
     return controller
 
 
-def begin(controller: Controller) -> None:
+def begin(controller: Controller, *, servers: bool = True) -> None:
     """What starts once a run's Controller is built, said here rather than hidden in the
-    building: the user's MCP servers connect in the background (while the first prompt is
-    typed), and the cyclic collector is frozen over the session just read back (it lives as
-    long as the run; a 100k-entry transcript made every full collection a long pause)."""
-    if controller.extensions is not None:
+    building: the user's MCP servers connect in the background (`servers` False: the REPL
+    starts them once its prompt is drawn, so importing the SDK does not slow the drawing),
+    and the cyclic collector is frozen over the session just read back (it lives as long as
+    the run; a 100k-entry transcript made every full collection a long pause)."""
+    if controller.extensions is not None and servers:
         controller.extensions.start()
     collector.freeze()
 

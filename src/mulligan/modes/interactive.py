@@ -34,7 +34,7 @@ def run_interactive(args: argparse.Namespace, err: TextIO) -> int:
 
     ask_trust(working_folder(args), home_of())  # a folder's own .mcp.json and hooks: once
     controller = build_controller(args, err, defer=True, interactive=True)
-    begin(controller)
+    begin(controller, servers=False)  # the REPL starts the MCP servers after its prompt
     load = getattr(controller.model, "load", None)
     if callable(load):
         load()  # a local model's "loading model" line, before the prompt can draw over it

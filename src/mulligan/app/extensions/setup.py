@@ -215,6 +215,7 @@ class Extensions:
             session_file: str | None) -> Iterator[Any]:
         """The events of one prompt (see the module docstring). A user_prompt_submit hook that
         exits 2 ends it before anything is sent: its event is the last one."""
+        self.start()  # a prompt sent before the frontend started the servers
         hooks = self.hooks or Hooks([], self.cwd)
         hooks.session_file = session_file
         added: list[str] = []
