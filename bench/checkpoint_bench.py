@@ -148,6 +148,53 @@ def compare(name: str, tree: Path, runs: int, scratch: Path, missed: list[str]) 
         missed.append(f"unchanged snapshot at {files} files took {unchanged * 1000:.0f} ms")
 
 
+def restore(scratch: Path, count: int, runs: int, missed: list[str]) -> None:
+    """Putting back 100 files an agent changed, in a tree of `count` files: a restore plan
+    and its application (`mulligan.app.workspace.restore`, as `sessions back --files` does
+    it, without the process start) against `git checkout -- .` on the same tree."""
+    from mulligan.app.workspace.restore import apply, plan
+
+    tree = generated(scratch / "restore-tree", count)
+    repo = scratch / "restore-repo"
+    shutil.copytree(tree, repo)
+    git(repo, "init", "-q")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "all")
+    changed = sorted(repo.rglob("mod*.py"))[:100]
+
+    def edit() -> None:
+        for path in changed:
+            path.write_bytes(path.read_bytes() + b"# an agent's line\n")
+
+    gits = []
+    for _ in range(runs):
+        edit()
+        started = time.perf_counter()
+        git(repo, "checkout", "--", ".")
+        gits.append(time.perf_counter() - started)
+    home = scratch / "restore-home"
+    store = Store(home, max_snapshot=1 << 40, max_file=1 << 30)
+    ours = []
+    for _ in range(runs):
+        base = store.snapshot(repo)
+        edit()
+        after = store.snapshot(repo, reread=[p.relative_to(repo).as_posix() for p in changed])
+        changes = [p.relative_to(repo).as_posix() for p in changed]
+        here = [{"id": "e1", "workspace": {"after": base.id}},
+                {"id": "e2", "workspace": {"before": base.id, "after": after.id,
+                                           "changed": changes}}]
+        started = time.perf_counter()
+        chosen = plan(store, repo, here, here[:1])
+        assert chosen is not None and len(chosen.changes) == 100, chosen
+        apply(store, repo, chosen)
+        ours.append(time.perf_counter() - started)
+    floor = min(gits)
+    print(f"restore of 100 changed files in {count} files: {min(ours) * 1000:.1f} ms   git "
+          f"checkout -- . {floor * 1000:.1f} ms   {min(ours) / floor:.2f}x (target <= 1.5x)")
+    if min(ours) / floor > 1.5:
+        missed.append(f"restore {min(ours) / floor:.2f}x git checkout")
+
+
 def turn(project: Path, scratch: Path, runs: int, missed: list[str]) -> None:
     def one(checkpoints: bool) -> tuple[float, float]:
         work = scratch / f"turn-{checkpoints}-{time.monotonic_ns()}"
@@ -207,10 +254,14 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--files", type=int, default=10_000)
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--only-restore", action="store_true")
     args = parser.parse_args()
     scratch = Path(tempfile.mkdtemp(prefix="mulligan-checkpoint-bench-"))
     missed: list[str] = []
     try:
+        restore(scratch, args.files, args.runs, missed)
+        if args.only_restore:
+            return 0
         compare("generated", generated(scratch / "generated", args.files), args.runs, scratch,
                 missed)
         packages = Path(next(p for p in site.getsitepackages() if p.endswith("site-packages")))

@@ -115,7 +115,7 @@ def _go_back(log: SessionLog, checkpoints: Checkpoints | None, entry_id: str,
         here = owners(log.branch(log.tip()))
         kept = sorted({*chosen.changes, *(p for p, _ in chosen.conflicts)})
         branch_id = branch()
-        after = chosen.current
+        after = checkpoints.store.snapshot(checkpoints.root)  # the folder, kept as it is
         checkpoints.saw(after.id)
         meta: dict[str, Any] = {"workspace": {
             "after": after.id, "safety": chosen.safety.id, "restored": [], "kept": kept,

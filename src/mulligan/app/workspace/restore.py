@@ -82,8 +82,8 @@ class Plan:
     """What a restore to `target` would do, worked out against the folder as it is now."""
 
     target: Manifest
-    current: Manifest  # the folder now, as a snapshot walk sees it
-    safety: Manifest  # `current` plus a copy of every path the restore may replace
+    expected: Manifest  # the folder as the session last saw it
+    safety: Manifest  # `expected` with a copy of every path the restore may replace
     changes: list[str] = field(default_factory=list)  # paths to put back
     conflicts: list[tuple[str, str]] = field(default_factory=list)
     not_restorable: list[tuple[str, str]] = field(default_factory=list)
@@ -94,6 +94,8 @@ class Plan:
     arriving: dict[str, list[Step]] = field(default_factory=dict)  # the parts left / gone to
     left: list[tuple[str, str]] = field(default_factory=list)  # differ, not the agent's doing
     merges: dict[str, FileFacts] = field(default_factory=dict)  # conflicts merged cleanly
+    temps: list[str] = field(default_factory=list)  # left beside its paths by a killed restore
+    fresh: bool = False  # copies were added to the store (synced before the safety manifest)
     overlaps: dict[str, str] = field(default_factory=dict)  # conflicts that cannot merge
 
     @property
@@ -123,8 +125,8 @@ def plan(store: Store, root: Path, here: Sequence[SessionEntry],
         return None
     expected, target = store.load(expected_id), store.load(target_id)
     root = Path(root).resolve()
-    current = store.snapshot(root)
-    result = Plan(target, current, current, target_owners=owners(there))
+    # No walk of the folder: every path the restore may touch is read itself (`_probe`).
+    result = Plan(target, expected, expected, target_owners=owners(there))
     mine = owners(here)
     recorded = mine.keys() | result.target_owners.keys()
     fork = 0  # the parts that differ: here[fork:] is left, there[fork:] is gone to
@@ -132,7 +134,8 @@ def plan(store: Store, root: Path, here: Sequence[SessionEntry],
         fork += 1
     result.forward = fork < len(there)
     result.leaving, result.arriving = steps(here[fork:]), steps(there[fork:])
-    for rel in changed_paths(expected.files, target.files):
+    candidates = changed_paths(expected.files, target.files)
+    for rel in candidates:
         if store.excluded(root, rel):
             continue  # Mulligan's own files (a manifest made before they were excluded)
         if rel not in recorded:  # no call changed it: it became visible or hidden
@@ -151,7 +154,7 @@ def plan(store: Store, root: Path, here: Sequence[SessionEntry],
                       "known; left as it is"))
             continue
         want = target.files.get(rel)
-        now = _probe(store, root / rel)
+        now = _probe(store, root / rel, result)
         if now is not _OTHER and _same(now, want):
             continue  # already as wanted
         result.seen[rel] = now
@@ -174,18 +177,35 @@ def plan(store: Store, root: Path, here: Sequence[SessionEntry],
         else:
             result.changes.append(rel)
     _folders_hold_only_what_goes(root, result)
-    for rel, why in {**target.skipped, **current.skipped}.items():
+    for rel, why in {**target.skipped, **expected.skipped}.items():
         if not any(rel == p for p, _ in result.conflicts):
             result.not_restorable.append((rel, why))
     _merge_conflicts(store, root, result)
-    copies = {rel: facts for rel, facts in result.seen.items()
-              if facts is not None and facts is not _OTHER and current.files.get(rel) != facts}
-    if copies:  # the safety snapshot holds everything the restore may replace
-        os.sync()  # the copies are on disk before a manifest names them
-        skipped = {p: w for p, w in current.skipped.items() if p not in copies}
-        result.safety = store.record(root, {**current.files, **copies}, skipped,
-                                     current.ignored)
+    result.temps = _temps_beside(root, candidates)
+    files = dict(expected.files)
+    for rel, facts in result.seen.items():
+        if facts is None or facts is _OTHER:
+            files.pop(rel, None)
+        else:
+            files[rel] = facts
+    if files != expected.files:  # the safety snapshot holds everything it may replace
+        if result.fresh:
+            os.sync()  # the copies are on disk before a manifest names them
+        skipped = {p: w for p, w in expected.skipped.items() if p not in files}
+        result.safety = store.record(root, files, skipped, expected.ignored)
     return result
+
+
+def _temps_beside(root: Path, paths: list[str]) -> list[str]:
+    """What a killed restore left beside `paths` (temporary names in their folders)."""
+    found: list[str] = []
+    for folder in sorted({rel.rpartition("/")[0] for rel in paths}):
+        try:
+            names = os.listdir(root / folder if folder else root)
+        except OSError:
+            continue
+        found += [f"{folder}/{n}" if folder else n for n in names if TEMP_MARK in n]
+    return found
 
 
 def _merge_conflicts(store: Store, root: Path, result: Plan) -> None:
@@ -229,7 +249,7 @@ def _folders_hold_only_what_goes(root: Path, result: Plan) -> None:
                                           "the restore would not remove"))
 
 
-def _probe(store: Store | None, path: Path) -> FileFacts | None:
+def _probe(store: Store | None, path: Path, plan: Plan | None = None) -> FileFacts | None:
     """What `path` holds now, read whatever ignore rules and size caps say; a file's
     content is kept in the store (the safety copy). None when nothing is there."""
     try:
@@ -245,8 +265,11 @@ def _probe(store: Store | None, path: Path) -> FileFacts | None:
         return _OTHER
     with open(path, "rb") as handle:
         data = handle.read()
-    digest = store.keep(data, durable=False) if store is not None else \
-        hashlib.blake2b(data, digest_size=20).hexdigest()
+    digest = hashlib.blake2b(data, digest_size=20).hexdigest()
+    if store is not None and not store.has_blob(digest):
+        store.keep(data, durable=False)
+        if plan is not None:
+            plan.fresh = True
     return ("file", stat.S_IMODE(mode), len(data), info.st_mtime_ns, digest)
 
 
@@ -272,7 +295,7 @@ def apply(store: Store, root: Path, chosen: Plan, *, keep_mine: bool = False,
     elif chosen.conflicts and not (keep_mine or overwrite):
         raise RestoreRefused(chosen.conflicts)
     root = Path(root).resolve()
-    _sweep(root, chosen.current.temps)
+    _sweep(root, chosen.temps)
     kept = [rel for rel, why in chosen.conflicts] + [rel for rel, _ in chosen.left]
     paths = list(chosen.changes)
     wanted = dict(chosen.target.files)
@@ -298,11 +321,32 @@ def apply(store: Store, root: Path, chosen: Plan, *, keep_mine: bool = False,
     for rel in sorted(then, key=lambda p: (p.count("/"), p)):
         if not _put(store, root, rel, wanted[rel], seen.get(rel)):
             raced.append(rel)
-    after = store.snapshot(root)
+    after = _after(store, root, chosen, wanted, [p for p in paths if p not in raced], raced)
     restored = sorted(p for p in paths if p not in raced and p not in chosen.merges)
     merged = sorted(p for p in chosen.merges if merge and p not in raced)
     return Restored(restored, sorted(kept + raced), chosen.safety.id, after, sorted(raced),
                     merged)
+
+
+def _after(store: Store, root: Path, chosen: Plan, wanted: dict[str, FileFacts],
+           done: list[str], raced: list[str]) -> Manifest:
+    """The folder once restored, without walking it: the safety snapshot with what was put
+    back (and what raced, read again). Anything else someone changed meanwhile differs from
+    it, so the session's next snapshot finds it changed outside the agent, as it should."""
+    files = dict(chosen.safety.files)
+    for rel in done:
+        if wanted.get(rel) is None:
+            files.pop(rel, None)
+        else:
+            files[rel] = wanted[rel]
+    for rel in raced:
+        now = _probe(store, root / rel)
+        if now is None or now is _OTHER:
+            files.pop(rel, None)
+        else:
+            files[rel] = now
+    skipped = {p: w for p, w in chosen.safety.skipped.items() if p not in files}
+    return store.record(root, files, skipped, chosen.safety.ignored)
 
 
 # ---- one path, crash-safely --------------------------------------------------------------
@@ -393,10 +437,8 @@ def _put(store: Store, root: Path, rel: str, want: FileFacts, seen: FileFacts | 
     else:
         data = store.read_blob(value)
         fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
-        with os.fdopen(fd, "wb") as out:
+        with os.fdopen(fd, "wb") as out:  # not fsynced, as git checkout: see the docstring
             out.write(data)
-            out.flush()
-            os.fsync(out.fileno())
         os.chmod(temp, mode)
     try:
         if seen is None:
