@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from mulligan.loop import PARTIAL_BLOCK, JsonEnd, PartialReply
+from mulligan.boundary import PARTIAL_BLOCK, JsonEnd, PartialReply
 from mulligan.messages import text_of
 from mulligan.providers.streaming import append_text, settled
 

@@ -21,9 +21,10 @@ import re
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 
 from mulligan.app.workspace.checkpoints import workspace_of
+from mulligan.boundary import call_model
 from mulligan.brief import arguments_text
 from mulligan.messages import Message, content_text, is_failed, text_of, user_message
 from mulligan.providers.facts import window_of
@@ -193,24 +194,20 @@ def fallback_text(entries: Sequence[Entry], details: Mapping[str, Any]) -> str:
 
 def ask_model(model: Model, system: str, text: str,
               abort: threading.Event | None = None) -> str | None:
-    """One request -- `system`, and `text` as the one user message -- and the reply's text;
-    None when the model failed, was aborted or said nothing. Never raises (the provider
-    boundary, as in the loop)."""
-    request: list[Message] = [user_message(text)]
-    reply: Any = None
-    try:
-        stream = getattr(model, "stream", None)
-        if stream is not None:
-            for delta in stream(system, request, [], abort=abort):
-                if delta["type"] == "done":
-                    reply = delta["message"]
-        else:
-            reply = model.complete(system, request, [])
-    except Exception:  # a provider that broke its contract: the caller's fallback
+    """One request -- `system`, and `text` as the one user message -- through the provider
+    boundary the loop uses (`mulligan.boundary.call_model`: streamed or not, `abort` honoured,
+    never raises); the reply's text, or None when the model failed, was aborted or said
+    nothing."""
+    call = call_model(model, system, [user_message(text)], [], abort)
+    while True:
+        try:
+            next(call)  # message_start, message_update, retry: nobody is drawing them
+        except StopIteration as done:
+            reply: Message = done.value
+            break
+    if is_failed(reply):
         return None
-    if not isinstance(reply, dict) or is_failed(cast(Message, reply)):
-        return None
-    words = text_of(cast(Message, reply)).strip()
+    words = text_of(reply).strip()
     return words[:MAX_SUMMARY] or None
 
 
