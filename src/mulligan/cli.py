@@ -36,6 +36,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-p", "--print", metavar="TASK",
                         help="run TASK once, print only the final answer, and exit "
                              "(exit status 1 if the run failed); '-' reads TASK from stdin")
+    parser.add_argument("--thinking", choices=("off", "low", "medium", "high"),
+                        help="how hard the model thinks (Anthropic's thinking budget, OpenAI's "
+                             "reasoning effort, Gemini's thinking budget); kept with the "
+                             "session")
     parser.add_argument("--image", action="append", metavar="FILE",
                         help="with -p: attach this PNG, JPEG, GIF or WebP image to TASK "
                              "(repeatable)")

@@ -38,6 +38,8 @@ from mulligan.app.workspace.restore import Plan
 from mulligan.harness import Harness
 from mulligan.messages import Content, Message, content_text
 from mulligan.prompts import system_prompt
+from mulligan.providers.thinking import LEVELS as THINKING_LEVELS
+from mulligan.providers.thinking import set_thinking
 from mulligan.session import SessionLog, persist_to
 from mulligan.session.branches import message_of, user_messages_on_path, with_attempts
 from mulligan.session.log import timestamp
@@ -111,6 +113,10 @@ class Controller:
         # Resuming goes on with the session's own model unless one was named (--model).
         self.follow_session_model = True
         self.model_notice: str | None = None  # which model, and why (the banner says it)
+        # The thinking level (--thinking, /thinking, a resumed session's thinking_change);
+        # None: each model's default. `thinking_note`: why the model ignores it, if it does.
+        self.thinking: str | None = None
+        self.thinking_note: str | None = None
         self.harness = self._harness(model, tools, settings.max_turns, [])
         if session_file is not None:
             self._open(session_file)
@@ -168,6 +174,9 @@ class Controller:
             self._lease.release()
         self._lease, self._log = lease, log
         self.notice = notice
+        recorded = _thinking_of(log)
+        if recorded is not None:  # a resumed session keeps its thinking level
+            self.thinking = recorded
         self._rebuild(transcript)
         self._follow()
 
@@ -197,9 +206,13 @@ class Controller:
         if self.checkpoints is not None:
             info.update(self.checkpoints.baseline())
         self._log.append_session_info(**info)
+        if self.thinking is not None:
+            self._log.append_entry("thinking_change", level=self.thinking)
 
     def _harness(self, model: Model, tools: list[Tool] | tuple[Tool, ...],
                  max_turns: int | None, messages: list[Message]) -> Harness:
+        if self.thinking is not None:
+            self.thinking_note = set_thinking(model, self.thinking)
         system = system_prompt(model, self.cwd, base_file=self.settings.system_prompt_file,
                                extra=self.extensions.prompt_text() if self.extensions else "")
         compact = None
@@ -466,6 +479,19 @@ class Controller:
                       store=self.checkpoints.store if self.checkpoints is not None else None,
                       redact=self._redact_text or (lambda text: text))
 
+    def set_thinking(self, level: str) -> str | None:
+        """Think at `level` (off, low, medium, high) from the next request on; recorded as a
+        thinking_change entry (once the session has a file), so resuming keeps it. Returns
+        why the current model ignores it, or None. Refused for an unknown level."""
+        self._idle("/thinking")
+        if level not in THINKING_LEVELS:
+            raise Refused(f"/thinking: no level {level!r}; one of {', '.join(THINKING_LEVELS)}")
+        self.thinking = level
+        self.thinking_note = set_thinking(self.model, level)
+        if self._log is not None and self.started and _thinking_of(self._log) != level:
+            self._log.append_entry("thinking_change", level=level)
+        return self.thinking_note
+
     def set_model(self, name: str) -> str:
         """Switch to the model called `name` for the next run; recorded as a model_change
         entry once the session has a file. Returns the model's name."""
@@ -561,6 +587,14 @@ class Controller:
             return
         self._rebuild(list(self.harness.messages), model=model)
         self.model_notice = f"model {name}: this session's own (/model to change)"
+
+
+def _thinking_of(log: SessionLog) -> str | None:
+    """The thinking level a session last recorded (its newest thinking_change), or None."""
+    if not log.storage.exists():
+        return None
+    levels = [e.get("level") for e in log.of_type("thinking_change")]
+    return next((str(v) for v in reversed(levels) if v in THINKING_LEVELS), None)
 
 
 def _scratch() -> SessionLog:

@@ -21,7 +21,7 @@ from mulligan.session import SessionError, UnknownEntry
 
 # Each module registers its commands when imported; `commands()` imports them on first use.
 COMMAND_MODULES = ("mulligan.frontends.commands", "mulligan.frontends.attempt_commands",
-                   "mulligan.frontends.extensions")
+                   "mulligan.frontends.extensions", "mulligan.frontends.model_commands")
 
 Handler = Callable[..., "Outcome"]
 

@@ -26,6 +26,8 @@ def status_line(c: Controller) -> str:
              f"in {_k(used.tokens_in)} out {_k(used.tokens_out)}"]
     if used.cost is not None:
         parts.append(f"${used.cost:.2f}")
+    if c.thinking is not None:
+        parts.append(f"thinking {c.thinking}")
     if c.permissions is not None:
         parts.append(c.permissions.mode)
     name = c.session_name()

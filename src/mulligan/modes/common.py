@@ -155,6 +155,10 @@ def build_controller(args: argparse.Namespace, err: TextIO, *, defer: bool = Fal
         resolver=lambda name: resolve(name, base_url=settings.base_url, home=home, err=err),
         tools_for=lambda folder: Permissions("auto", folder).guard(tools_in(folder)))
     controller.follow_session_model = settings.model is None
+    if args.thinking is not None:
+        note = controller.set_thinking(args.thinking)
+        if note:
+            print(f"mulligan: {note}", file=err)
     if own is not None:
         controller.model_notice = f"model {own}: this session's own (--model to change)"
     return controller

@@ -91,6 +91,7 @@ class OpenAIChatModel(SdkModel):
         self.base_url = base_url
         self.max_tokens = max_tokens
         self.include_usage = include_usage
+        self.reasoning_effort: str | None = None  # "low", "medium", "high" (--thinking)
         self._client = openai.OpenAI(api_key=api_key, base_url=base_url, max_retries=0,
                                      timeout=timeout)
 
@@ -112,6 +113,8 @@ class OpenAIChatModel(SdkModel):
             params[limit] = self.max_tokens
         if self.include_usage:
             params["stream_options"] = {"include_usage": True}
+        if self.reasoning_effort is not None:
+            params["reasoning_effort"] = self.reasoning_effort
         return params
 
     def _open(self, params: dict[str, Any]) -> Any:

@@ -149,6 +149,7 @@ class Deferred:
         self.context_window = context_window or window_for(name)
         self._model: Model | None = None
         self._failure: BaseException | None = None
+        self.thinking: str | None = None  # a thinking level, set on the model once built
         self._thread = threading.Thread(target=self._build, args=(build,),
                                         name=f"mulligan-load-{name}", daemon=True)
         self._thread.start()
@@ -165,6 +166,10 @@ class Deferred:
         if self._failure is not None:
             raise self._failure
         assert self._model is not None
+        if self.thinking is not None:
+            from mulligan.providers.thinking import set_thinking
+
+            set_thinking(self._model, self.thinking)
         return self._model
 
     def complete(self, system: str, messages: list[Message],
