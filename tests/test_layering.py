@@ -214,7 +214,7 @@ def test_the_order_check_flags_planted_upward_sideways_and_lazy_imports() -> Non
         "mulligan.frontends.repl": "from mulligan.app import Controller\n",
         "mulligan.wire": "from mulligan.messages import Message\n",
         "mulligan.cli": "from mulligan import modes\n",
-        "mulligan.session.log": "from mulligan.session.tree import Index\n",
+        "mulligan.session.log": "from mulligan.session.index import Index\n",
         "mulligan.app.controller": "from mulligan.app.rewind.back import go_back\n",
         "mulligan.app.workspace.restore": "from mulligan.app.workspace import snapshots\n",
         "mulligan.app.attempts.run": "from mulligan.app import Controller\n",

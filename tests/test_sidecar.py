@@ -20,7 +20,7 @@ import orjson
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mulligan.app.sessions.catalog import summarize
+from mulligan.app.sessions.catalog import overview
 from mulligan.session import SessionLog
 from mulligan.session import sidecar as tables
 from mulligan.session.maintenance import check
@@ -77,7 +77,7 @@ def test_an_index_is_written_beside_the_file_and_a_new_log_reads_through_it(tmp_
     assert Path(sidecar_path(str(path))).is_file()
     assert "index: up to date" in check(path).format()
     same_as_full_read(path, "e3")
-    assert summarize(path) == _summary_without_index(path)
+    assert overview(path) == _summary_without_index(path)
 
 
 def _summary_without_index(path: Path) -> Any:
@@ -85,7 +85,7 @@ def _summary_without_index(path: Path) -> Any:
     kept = index.read_bytes()
     index.unlink()
     try:
-        return summarize(path)  # a full read (which writes the index again)
+        return overview(path)  # a full read (which writes the index again)
     finally:
         index.write_bytes(kept)
 

@@ -42,10 +42,9 @@ from mulligan.providers.thinking import LEVELS as THINKING_LEVELS
 from mulligan.providers.thinking import set_thinking
 from mulligan.session import SessionLog, persist_to
 from mulligan.session.branches import message_of, user_messages_on_path, with_attempts
-from mulligan.session.log import timestamp
+from mulligan.session.entries import Entry, timestamp
 from mulligan.session.memory import MemoryStorage
 from mulligan.session.storage import Releasable
-from mulligan.session.tree import Entry
 from mulligan.tools import Tool
 from mulligan.wire import Event, Model
 

@@ -22,9 +22,9 @@ from mulligan.session.errors import (
     TornLine,
     UnknownEntry,
 )
+from mulligan.session.index import path
 from mulligan.session.log import SessionLog
 from mulligan.session.persist import persist_to
-from mulligan.session.tree import path
 
 __all__ = [
     "BadEntry",

@@ -11,9 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from mulligan.session.tree import ancestors
-
-Entry = Mapping[str, Any]
+from mulligan.session.entries import Entry
+from mulligan.session.index import ancestors
 
 
 def children_of(entries: Sequence[Entry]) -> dict[str | None, list[str]]:

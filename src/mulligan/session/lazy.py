@@ -18,10 +18,11 @@ from typing import Any
 
 import orjson
 
+from mulligan.session.entries import Entry
 from mulligan.session.errors import UnknownEntry
+from mulligan.session.index import entry_problem
 from mulligan.session.sidecar import ROOT, Table, file_state, load
 from mulligan.session.storage import FileStorage, read_at
-from mulligan.session.tree import Entry, entry_problem
 
 
 class Stale(Exception):
@@ -36,20 +37,19 @@ class LazyFile:
     @classmethod
     def open(cls, storage: FileStorage) -> LazyFile | None:
         """The file through its sidecar, or None (no file, no sidecar, or a stale one)."""
-        with storage._open(write=False, create=False) as opened:
-            if opened is None:
+        with storage.reading() as fd:
+            if fd is None:
                 return None
-            fd = opened[0]
             table = load(storage.name, fd, os.fstat(fd))
         return cls(storage, table) if table is not None else None
 
     def refresh(self) -> None:
         """Catch up with appends other writers made (and recorded in the sidecar); Stale if
         the file is not what the table, or a newer sidecar extending it, describes."""
-        with self.storage._open(write=False, create=False) as opened:
-            if opened is None:
+        with self.storage.reading() as fd:
+            if fd is None:
                 raise Stale
-            self.adopt(opened[0], os.fstat(opened[0]))
+            self.adopt(fd, os.fstat(fd))
 
     def adopt(self, fd: int, stat: os.stat_result) -> None:
         """Make the table describe the file as `stat` has it (the caller holds its lock)."""

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from mulligan.home import private_dirs
-from mulligan.session.log import timestamp
+from mulligan.session.entries import timestamp
 
 # How long acquire() looks again at a lease locked by no live process that it can name.
 _GLANCE_WAIT = 0.5

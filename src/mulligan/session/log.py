@@ -26,29 +26,21 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable, Iterator, Mapping
-from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 import orjson
 
 from mulligan.messages import Message
 from mulligan.session import sidecar as tables
+from mulligan.session.entries import Entry, check_meta, new_entry
+from mulligan.session.entries import timestamp as timestamp  # where callers found it
 from mulligan.session.errors import DuplicateId, SessionError, TornLine, UnknownEntry
+from mulligan.session.index import Index, paused_gc
 from mulligan.session.lazy import LazyFile, Stale
 from mulligan.session.storage import FileStorage, Releasable, Storage
-from mulligan.session.tree import Entry, Index, paused_gc
 from mulligan.session.view import messages_of, transcript
 
 T = TypeVar("T")
-
-# Keys every entry has; metadata passed by callers may not replace them.
-RESERVED = frozenset({"id", "type", "parent_id", "timestamp"})
-
-
-def timestamp() -> str:
-    """Now, ISO-8601 UTC with milliseconds: 2026-11-30T10:00:00.000Z."""
-    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
 
 class SessionLog:
     """A session on disk: one JSON object per line, each naming the entry it follows.
@@ -194,7 +186,7 @@ class SessionLog:
         the file, and the tip is still the last line). Unknown `parent_id`: UnknownEntry (a
         ValueError) naming it, nothing written. Extra keyword arguments are stored on the
         entry as metadata (never sent to the model). Returns the new entry's id."""
-        _check_meta(meta)
+        check_meta(meta)
         return self._append("message", {"message": message, **meta}, parent=parent_id)
 
     def branch_to(self, entry_id: str) -> str:
@@ -236,7 +228,7 @@ class SessionLog:
                              f"{type!r} entry")
         if "message" in fields:  # a reader would refuse the line: a message only on a message
             raise ValueError(f"a {type!r} entry cannot carry a message")
-        _check_meta(fields)
+        check_meta(fields)
         return self._append(type, fields, parent=parent_id)
 
     def _append(self, type_: str, fields: dict[str, Any], *, parent: str | None = None,
@@ -272,9 +264,8 @@ class SessionLog:
                             f"the next line would take the id {new_id}, which line "
                             f"{index.by_id[new_id] + 1} already has (ids are 'e' + line "
                             f"number)", file=self._name, line=number, entry_id=new_id)
-                    entry = {"id": new_id, "type": type_,
-                             "parent_id": parent if parent is not None else index.tip(),
-                             "timestamp": timestamp(), **fields}
+                    entry = new_entry(new_id, type_,
+                                      parent if parent is not None else index.tip(), fields)
                     line = orjson.dumps(entry) + b"\n"  # TypeError here: nothing written
                     writer.write(line, entry)
                     # Parse our own bytes back: the entry kept is exactly what a reader gets,
@@ -317,9 +308,8 @@ class SessionLog:
                 lazy.position(must_exist)
             table = lazy.table
             number = table.count + 1
-            entry = {"id": f"e{number}", "type": type_,
-                     "parent_id": parent if parent is not None else lazy.tip(),
-                     "timestamp": timestamp(), **fields}
+            entry = new_entry(f"e{number}", type_,
+                              parent if parent is not None else lazy.tip(), fields)
             line = orjson.dumps(entry) + b"\n"  # TypeError here: nothing written
             try:
                 writer.write(line, entry)
@@ -470,9 +460,3 @@ def _complete_lines(data: bytes, count: int) -> int:
     for _ in range(count):
         used = data.index(b"\n", used) + 1
     return used
-
-
-def _check_meta(meta: dict[str, Any]) -> None:
-    clash = RESERVED.intersection(meta)
-    if clash:
-        raise ValueError(f"entry keys {sorted(clash)} are the log's own and cannot be set")

@@ -2,10 +2,11 @@
 
 `check(file)` reads the whole file and reports every problem it finds, by line number and entry
 id, not just the first. `repair(file)` mends one kind of damage only -- a torn last line -- by
-moving the fragment, byte for byte, to a sidecar file and truncating the session to its last
-complete line; everything else is reported and left for a person. `migrate(old, new)` turns a
-file written before entries had parents into a new file in the current format; the old file is
-never changed. The CLI wires these to `mulligan session check|repair|migrate`.
+moving the fragment, byte for byte, to a set-aside file (`<file>.torn-<time>`) and truncating
+the session to its last complete line; everything else is reported and left for a person.
+`migrate(old, new)` turns a file written before entries had parents into a new file in the
+current format; the old file is never changed. The CLI wires these to
+`mulligan session check|repair|migrate`.
 
 Never: delete a byte (the torn fragment is moved, not dropped), change a complete line, or
 write over an existing file.
@@ -16,7 +17,7 @@ from __future__ import annotations
 import fcntl
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,7 @@ from mulligan.home import open_private
 from mulligan.messages import shape_problem
 from mulligan.session import sidecar
 from mulligan.session.branches import message_leaves
+from mulligan.session.entries import Entry, timestamp
 from mulligan.session.errors import (
     NotAnObject,
     NotOldFormat,
@@ -34,9 +36,8 @@ from mulligan.session.errors import (
     TargetExists,
     TornLine,
 )
-from mulligan.session.log import timestamp
+from mulligan.session.index import _what, ancestors, entry_problem
 from mulligan.session.storage import fsync_folder, write_all
-from mulligan.session.tree import _what, ancestors, entry_problem
 
 _SHOW = 50  # problems listed by format(); the rest are counted
 
@@ -77,7 +78,7 @@ class RepairReport:
     """What repair() did: the torn fragment it set aside (if any), and what it left alone."""
 
     file: str
-    moved_to: str | None = None  # the sidecar file holding the torn fragment
+    moved_to: str | None = None  # the set-aside file holding the torn fragment
     completed: bool = False  # the last line was a whole entry missing only its newline
     fragment_bytes: int = 0
     kept_bytes: int = 0  # the size of the session after the repair
@@ -113,7 +114,7 @@ class RepairReport:
 
 
 def check(file: str | os.PathLike[str], *,
-          entries: list[dict[str, Any]] | None = None) -> CheckReport:
+          entries: Sequence[Entry] | None = None) -> CheckReport:
     """Read all of `file` and report every problem: lines that are not JSON objects, entries
     without a string id, duplicate ids, ids that are not "e" + their line number, entries
     without a parent_id key, missing parents, circles, message entries whose message lacks the
@@ -225,7 +226,7 @@ def _line_ends(data: bytes) -> list[int]:
     return ends
 
 
-def _still(entries: list[dict[str, Any]], data: bytes, ends: list[int], torn: bytes) -> bool:
+def _still(entries: Sequence[Entry], data: bytes, ends: list[int], torn: bytes) -> bool:
     """Whether `entries` (a full read's) are still the file's lines: as many as it has, none
     torn, the last one the same entry."""
     if torn or len(entries) != len(ends):
@@ -348,7 +349,7 @@ def repair(file: str | os.PathLike[str]) -> RepairReport:
     the session to its last complete line. This is the one non-append change ever made to a
     session file, and it is safe: the bytes removed are a write that never finished, no
     reader could use them, and every append would be refused until they are gone; they are
-    kept in the sidecar, never deleted. Holds the session's exclusive lock while it works, so
+    kept in the set-aside file, never deleted. Holds the session's exclusive lock while it works, so
     no writer interleaves. Any other damage is reported in `problems` and left as it is."""
     name = os.fspath(file)
     report = RepairReport(name)
@@ -370,7 +371,7 @@ def repair(file: str | os.PathLike[str]) -> RepairReport:
                 os.pwrite(fd, b"\n", size)
                 report.completed, report.kept_bytes = True, size + 1
             else:
-                report.moved_to = _write_sidecar(name, fragment)
+                report.moved_to = _set_aside(name, fragment)
                 report.fragment_bytes = len(fragment)
                 os.ftruncate(fd, keep)
                 report.kept_bytes = keep
@@ -403,15 +404,15 @@ def _after_last_newline(fd: int, size: int) -> int:
     return 0
 
 
-def _write_sidecar(name: str, fragment: bytes) -> str:
+def _set_aside(name: str, fragment: bytes) -> str:
     """Write `fragment` to a new file next to the session and make it durable; never over an
     existing file (a counter is added if the name is taken)."""
     stamp = timestamp().replace(":", "").replace("-", "")
     base = f"{name}.torn-{stamp}"
     for attempt in range(1000):
-        sidecar = base if attempt == 0 else f"{base}.{attempt}"
+        target = base if attempt == 0 else f"{base}.{attempt}"
         try:
-            fd = open_private(sidecar)
+            fd = open_private(target)
         except FileExistsError:
             continue
         try:
@@ -419,9 +420,9 @@ def _write_sidecar(name: str, fragment: bytes) -> str:
             os.fsync(fd)
         finally:
             os.close(fd)
-        fsync_folder(sidecar)
-        return sidecar
-    raise FileExistsError(f"{base}: too many sidecar files already")
+        fsync_folder(target)
+        return target
+    raise FileExistsError(f"{base}: too many set-aside files already")
 
 
 # ---- migrate ------------------------------------------------------------------------------

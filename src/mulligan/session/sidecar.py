@@ -33,7 +33,7 @@ import os
 import struct
 import zlib
 from array import array
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 MAGIC = b"MULIDX2\n"  # 2: the header pins the ctime too
@@ -55,7 +55,7 @@ def sidecar_path(session: str) -> str:
     return session + SUFFIX
 
 
-def kind_of(entry: dict[str, Any]) -> int:
+def kind_of(entry: Mapping[str, Any]) -> int:
     kind = entry.get("type")
     if kind == "message":
         message = entry.get("message")
@@ -128,7 +128,7 @@ class Table:
         self.marks.append(mark)
         self.crc = zlib.crc32(_RECORD.pack(end, parent, mark), self.crc)
 
-    def extend(self, entries: Sequence[dict[str, Any]], ends: Sequence[int],
+    def extend(self, entries: Sequence[Mapping[str, Any]], ends: Sequence[int],
                ups: Sequence[int | None]) -> bool:
         """Add the lines after those the table has, from a whole read (`ends[i]`: where line
         i ends; `ups[i]`: its parent's position when the read found it). False, and the
@@ -158,7 +158,7 @@ class Table:
         return out.tobytes()
 
 
-def build(entries: Sequence[dict[str, Any]], ends: Sequence[int], ups: Sequence[int | None],
+def build(entries: Sequence[Mapping[str, Any]], ends: Sequence[int], ups: Sequence[int | None],
           state: State, last_line: bytes) -> Table | None:
     """The table of a file just read whole (`ends[i]`: where line i ends; `ups[i]`: its
     parent's position when the read found it), or None when its ids are not "e" + line."""

@@ -151,6 +151,13 @@ class FileStorage:
         last = data.rfind(b"\n", 0, used - 1) + 1
         self._tail = data[max(last, used - _TAIL_WINDOW):used]
 
+    @contextmanager
+    def reading(self) -> Iterator[int | None]:
+        """The file open under a shared lock, as an fd, for as long as the context lasts (no
+        writer can add a line meanwhile); None when there is no file."""
+        with self._open(write=False, create=False) as opened:
+            yield None if opened is None else opened[0]
+
     def appending(self, create: bool) -> _FileWriter:
         # A class, not a generator: an append is on the hot path of every message.
         return _FileWriter(self, create)

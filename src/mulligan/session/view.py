@@ -19,8 +19,8 @@ import os
 from collections.abc import Sequence
 
 from mulligan.messages import Message, shape_problem, user_message
+from mulligan.session.entries import Entry
 from mulligan.session.errors import BadEntry
-from mulligan.session.tree import Entry
 
 __all__ = ["COMPACTION_PREAMBLE", "SUMMARY_PREAMBLE", "messages_of", "transcript"]
 

@@ -20,7 +20,7 @@ from mulligan.home import open_private, private_dirs
 from mulligan.messages import content_text
 from mulligan.session import SessionLog, path
 from mulligan.session.branches import blocks_of, labels_of, message_of
-from mulligan.session.log import timestamp
+from mulligan.session.entries import timestamp
 
 
 class ExportTargetExists(ValueError):

@@ -9,7 +9,7 @@ a slug). Session files are created (by the Controller, `mulligan.home.create_pri
 from __future__ import annotations
 
 import secrets
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -21,6 +21,7 @@ from mulligan.home import folder_slug
 from mulligan.messages import content_text
 from mulligan.session import SessionError, SessionLog
 from mulligan.session.branches import message_leaves, message_of
+from mulligan.session.entries import Entry
 from mulligan.session.sidecar import USER_MESSAGE, Table
 
 SUFFIX = ".jsonl"
@@ -67,11 +68,11 @@ class SessionSummary:
         return self.session_id or str(self.path)
 
 
-def summarize(path: Path) -> SessionSummary:
+def overview(path: Path) -> SessionSummary:
     """What a session file holds, read from the file: its name (the newest session_info
     naming one), working folder, entry count, branch count (attempts that end in a message
     nothing follows), last activity (the last entry's timestamp, else the file's mtime) and
-    the first words of its first user message. A file that cannot be read is summarized with
+    the first words of its first user message. A file that cannot be read is listed with
     `problem` naming why, never raised."""
     mtime = datetime.fromtimestamp(path.stat().st_mtime, UTC).isoformat(
         timespec="milliseconds").replace("+00:00", "Z")  # as entries write it, to sort beside them
@@ -101,7 +102,7 @@ def summarize(path: Path) -> SessionSummary:
 
 def _from_table(path: Path, log: SessionLog, table: Table, attempts: int,
                 mtime: str) -> SessionSummary:
-    """`summarize` through the line table: the counts from it, and only the lines shown
+    """`overview` through the line table: the counts from it, and only the lines shown
     parsed (the session_info entries, the first user message, the last entry)."""
     name, cwd, origin = "", "", ""
     for entry in log.of_type("session_info"):
@@ -128,7 +129,7 @@ def session_files(home: Path, cwd: Path | None = None) -> list[Path]:
 def list_sessions(home: Path, cwd: Path | None = None) -> list[SessionSummary]:
     """Summaries of the sessions of `cwd` (every folder when None), most recent activity
     first. Empty files (created, never written) are skipped."""
-    found = [summarize(f) for f in session_files(home, cwd) if f.stat().st_size > 0]
+    found = [overview(f) for f in session_files(home, cwd) if f.stat().st_size > 0]
     return sorted(found, key=lambda s: (s.last_activity, s.where), reverse=True)
 
 
@@ -168,7 +169,7 @@ def find_session_file(name: str, home: Path, cwd: Path) -> Path:
                             f"folder starts with it; mulligan sessions ls lists them)")
 
 
-def session_folder(entries: list[dict[str, Any]]) -> Path | None:
+def session_folder(entries: Sequence[Entry]) -> Path | None:
     """The working folder a session belongs to: the cwd of its first session_info."""
     for entry in entries:
         if entry.get("type") == "session_info" and isinstance(entry.get("cwd"), str):

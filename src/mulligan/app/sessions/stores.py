@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import os
 import socket
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -30,6 +30,7 @@ from mulligan.app.sessions.catalog import (
     session_folder,
 )
 from mulligan.session import SessionLog
+from mulligan.session.entries import Entry
 
 if TYPE_CHECKING:
     from mulligan.session.postgres import Database
@@ -76,7 +77,7 @@ class Sessions(Protocol):
     def named(self, name: str, cwd: Path) -> SessionLog: ...
     def listing(self, cwd: Path | None) -> list[SessionSummary]: ...
     def folder_notice(self, log: SessionLog, cwd: Path) -> str | None: ...
-    def folder_of(self, log: SessionLog, entries: list[dict[str, Any]]) -> Path | None: ...
+    def folder_of(self, log: SessionLog, entries: Sequence[Entry]) -> Path | None: ...
     def push(self, lines: list[bytes], *, cwd: str | None, name: str | None) -> str: ...
     def referenced(self) -> set[str]: ...
 
@@ -124,7 +125,7 @@ class FileSessions:
     def folder_notice(self, log: SessionLog, cwd: Path) -> str | None:
         return None
 
-    def folder_of(self, log: SessionLog, entries: list[dict[str, Any]]) -> Path | None:
+    def folder_of(self, log: SessionLog, entries: Sequence[Entry]) -> Path | None:
         """The working folder the session belongs to on this machine."""
         return session_folder(entries)
 
@@ -194,7 +195,7 @@ class DatabaseSessions:
             hosts=", ".join(sorted(row["folders"])) or row["host"] or "")
             for row in rows]
 
-    def folder_of(self, log: SessionLog, entries: list[dict[str, Any]]) -> Path | None:
+    def folder_of(self, log: SessionLog, entries: Sequence[Entry]) -> Path | None:
         """The working folder the session belongs to on this machine: for a database
         session, the one recorded for this host (its first session_info names the folder
         of the machine it started on)."""

@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 
 import orjson
 
+from mulligan.session.entries import Entry
 from mulligan.session.errors import (
     BadEntry,
     CircularParent,
@@ -32,7 +33,6 @@ from mulligan.session.errors import (
     UnknownEntry,
 )
 
-Entry = dict[str, Any]
 K = TypeVar("K", bound=Hashable)
 FileName = str | os.PathLike[str] | None
 
