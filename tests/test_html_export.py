@@ -90,14 +90,14 @@ def test_the_export_is_one_private_file_that_fetches_nothing(exported):
 
 def test_the_page_loads_without_errors_and_holds_every_attempt(exported, browser):
     page, errors = opened(browser, exported[0])
-    body = page.text_content("body")
-    assert "FIRST ATTEMPT" in body and "SECOND ATTEMPT" in body
+    held = page.content()  # the cards off the branch wait in a <template>, still on the page
+    assert "FIRST ATTEMPT" in held and "SECOND ATTEMPT" in held
     assert errors == []
 
 
 def test_hostile_content_is_shown_not_run(exported, browser):
     page, _ = opened(browser, exported[0])
-    page.click("nav details > summary")
+    page.click("nav button.fold")
     page.click("nav a[data-id=e5]")
     assert page.evaluate("window.pwned") is None
     assert "<script>window.pwned=1</script>" in page.text_content("#e5")
@@ -108,7 +108,7 @@ def test_hostile_content_is_shown_not_run(exported, browser):
 def test_a_click_shows_the_branch_through_that_entry(exported, browser):
     page, _ = opened(browser, exported[0])
     assert page.is_visible("#e9") and not page.is_visible("#e5")  # the tip's branch
-    page.click("nav details > summary")
+    page.click("nav button.fold")
     page.click("nav a[data-id=e5]")
     assert page.is_visible("#e5") and page.is_visible("#e2") and not page.is_visible("#e9")
     assert "NOTES.md" in page.text_content("#e4")  # the file change, as a diff
@@ -175,3 +175,59 @@ def test_the_pages_policy_runs_its_own_script_and_no_inline_handler(exported, br
     page.click("#probe")
     assert page.evaluate("window.pwned") is None
     assert "unsafe-inline'; img" not in exported[0].read_text()
+
+
+def user_entry(entry_id: str, parent: str | None, text: str = "") -> dict:
+    return {"type": "message", "id": entry_id, "parent_id": parent, "timestamp": "t",
+            "message": {"role": "user", "content": text or f"said at {entry_id}"}}
+
+
+def test_two_thousand_nested_attempts_export_open_and_unfold(tmp_path, browser):
+    # a0 -> a1 -> ... -> a1999, and each a_i has a later child b_i: the newest (b_i) goes on,
+    # so a_{i+1} is an attempt inside the attempt of a_i -- 2,000 levels deep.
+    depth = 2000
+    lines = [user_entry("root", None)]
+    lines += [user_entry(f"a{i}", f"a{i - 1}" if i else "root") for i in range(depth)]
+    lines += [user_entry(f"b{i}", f"a{i}") for i in reversed(range(depth))]
+    page_file = export_of(tmp_path, lines)  # no RecursionError
+    page = browser.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.goto(page_file.as_uri() + "#a1999")  # the deepest attempt: unfolded, shown
+    assert page.is_visible("nav a[data-id=a1999]") and page.is_visible("#a1999")
+    assert page.is_visible("#a1990") and not page.is_visible("#b0")
+    page.evaluate("document.querySelector('nav div.tree').scrollTop = 0")
+    page.click("nav button.fold >> nth=0")  # fold the outermost attempt: b0 comes up
+    page.click("nav a[data-id=b0]")
+    assert page.is_visible("#b0") and not page.is_visible("#a1999")
+    assert errors == []
+
+
+def test_a_label_hides_nothing_of_the_branch(tmp_path, browser):
+    lines = [user_entry("e1", None), user_entry("e2", "e1"),
+             {"type": "label", "id": "e3", "parent_id": "e2", "timestamp": "t",
+              "target_id": "e2", "label": "checkpoint"},
+             user_entry("e4", "e3"), user_entry("e5", "e4")]
+    page, errors = opened(browser, export_of(tmp_path, lines))
+    assert [card.get_attribute("id") for card in page.query_selector_all("article")
+            if card.is_visible()] == ["e1", "e2", "e4", "e5"]
+    assert "checkpoint" in page.text_content("nav a[data-id=e2]")
+    assert errors == []
+
+
+def test_tables_the_session_name_and_a_narrow_screen(tmp_path, browser):
+    table = "| tool | time |\n| --- | --- |\n| grep | 3 s |\n"
+    lines = [{"type": "session_info", "id": "e1", "parent_id": None, "timestamp": "t",
+              "name": "Speed-up of grep"}, user_entry("e2", "e1", "a table:\n\n" + table),
+             user_entry("e3", "e2", "x" * 400 + "\n\n```\n" + "y" * 400 + "\n```")]
+    page_file = export_of(tmp_path, lines)
+    page = browser.new_page(viewport={"width": 375, "height": 700})
+    page.goto(page_file.as_uri())
+    assert page.title().startswith("Speed-up of grep")
+    assert page.text_content("main table th") == "tool"
+    assert page.text_content("main table td") == "grep"
+    width = page.evaluate("document.documentElement.scrollWidth")
+    assert width <= 375, f"the page is {width} px wide on a 375 px screen"
+    nav, main = page.query_selector("nav").bounding_box(), page.query_selector("main") \
+        .bounding_box()
+    assert main["width"] >= 340 and main["y"] >= nav["y"] + nav["height"] - 1  # one column

@@ -1,6 +1,9 @@
 """The whole session as one self-contained HTML page: every attempt, a sidebar tree in the
 shape of /tree, the branch through any entry on a click, a search box, a link per entry
-(#e12), and the session file itself inside, to be turned back into JSONL.
+(#e12), and the session file itself inside, to be turned back into JSONL. The tree's rows and
+the cards wait in <template>s; the page's script draws only the rows in view and a window of
+the branch's cards that grows as it is scrolled (a click at 40k entries: ~0.1 s; see
+bench/html_bench.py). The tree is built without recursion (any depth of nested attempts).
 
 In: every entry of a session, its tip, the session file's bytes, and optionally the system
 prompt and the snapshot store (for the file changes of each tool call, as capped diffs).
@@ -31,13 +34,14 @@ from mulligan.app.workspace.diffs import snapshot_diff
 from mulligan.app.workspace.snapshots import Store
 from mulligan.brief import call_text, cut, flat, message_line
 from mulligan.messages import content_text, image_note, images_in
-from mulligan.session.branches import all_labels, blocks_of, children_of, message_of, path_ids
+from mulligan.session.branches import all_labels, blocks_of, message_of, path_ids
 
 __all__ = ["to_html"]
 
 Entry = Mapping[str, Any]
 DIFF_LINES = 200  # of one tool call's file changes
-_MARKDOWN = MarkdownIt("commonmark", {"html": False})  # raw HTML in a message is text
+# Raw HTML in a message is text; tables (GitHub's pipe tables) are drawn as tables.
+_MARKDOWN = MarkdownIt("commonmark", {"html": False}).enable("table")
 
 
 def to_html(entries: Sequence[Entry], tip: str | None, *, title: str, session: bytes,
@@ -50,9 +54,13 @@ def to_html(entries: Sequence[Entry], tip: str | None, *, title: str, session: b
     meta = " · ".join(f"{key} {info[key]}" for key in ("name", "model", "cwd", "created")
                       if info.get(key))
     attempts = [e["id"] for e in entries if e.get("type") != "label"]
-    parents = {e["id"]: e.get("parent_id") for e in entries if e.get("type") != "label"}
+    # A label is an entry of the file but not of the page: its child hangs from its parent,
+    # so the branch through a labelled entry is whole.
+    parents = _shown_parents(entries)
     shown_tip = _shown_tip(entries, tip)
     data = {"parents": parents, "order": attempts, "tip": shown_tip}
+    if info.get("name"):
+        title = f"{info['name']} · {title}"
     parts = {
         "__TITLE__": _e(title),
         "__META__": _e(meta) + f" · {len(entries)} entries",
@@ -101,6 +109,24 @@ def _shown_tip(entries: Sequence[Entry], tip: str | None) -> str | None:
     return next((i for i in reversed(path_ids(entries, tip)) if i not in hidden), None)
 
 
+def _shown_parents(entries: Sequence[Entry]) -> dict[str, str | None]:
+    """Each shown entry's parent on the page: its nearest ancestor that is not a label (None
+    for a root). A loop of walks up, each stopping at an id already placed: no recursion, and
+    a circle (a damaged file) ends at None."""
+    up = {e["id"]: e.get("parent_id") for e in entries}
+    labels = {e["id"] for e in entries if e.get("type") == "label"}
+    placed: dict[str, str | None] = {}
+    for entry in entries:
+        if entry["id"] in labels:
+            continue
+        parent, seen = up.get(entry["id"]), {entry["id"]}
+        while parent in labels and parent not in seen:
+            seen.add(parent)
+            parent = up.get(parent)
+        placed[entry["id"]] = None if parent in labels or parent not in up else parent
+    return placed
+
+
 def _summary_of(entry: Entry) -> str:
     kind = entry.get("type")
     if kind == "message":
@@ -116,55 +142,58 @@ def _summary_of(entry: Entry) -> str:
 
 def _tree(entries: Sequence[Entry], on_path: set[str], labels: Mapping[str, str],
           tip: str | None) -> str:
-    """Nested lists in the shape of /tree: the current path down the left, an attempt off it
-    folded behind a <details> at its fork point."""
-    children = children_of(entries)
+    """Rows in the shape of /tree, flat (one link per entry, its depth as an indent): the
+    current path down the left, each attempt off it folded behind a button at its fork point,
+    its rows after it, one deeper. Walked with a stack, not recursion: 2,000 attempts nested
+    in each other are 2,000 levels of indent, not a RecursionError (nor 2,000 nested elements,
+    past what a browser's parser nests)."""
     by_id = {e["id"]: e for e in entries}
-    hidden = {e["id"] for e in entries if e.get("type") == "label"}
+    parents = _shown_parents(entries)
+    children: dict[str | None, list[str]] = {}
+    for entry_id, parent in parents.items():
+        children.setdefault(parent, []).append(entry_id)
 
     def kids(of: str | None) -> list[str]:
-        found, stack = [], list(reversed(children.get(of, [])))
-        while stack:
-            at = stack.pop()
-            if at in hidden:
-                stack.extend(reversed(children.get(at, [])))
-            else:
-                found.append(at)
-        return found
+        return children.get(of, [])
 
+    rows: list[str] = []
     drawn: set[str] = set()
-
-    def run(start: str) -> str:
-        items, current = [], start
-        while current is not None and current not in drawn:
-            drawn.add(current)
-            label = f' <span class="label">[{_e(labels[current])}]</span>' \
-                if current in labels else ""
-            classes = " ".join(c for c in ("on-branch" if current in on_path else "",
-                                           "tip" if current == tip else "") if c)
-            items.append(f'<li><a href="#{_e(current)}" data-id="{_e(current)}" '
-                         f'class="{classes}">{_e(current)} '
-                         f"{_e(cut(_summary_of(by_id[current]), 90))}</a>{label}</li>")
-            below = kids(current)
-            if not below:
-                break
-            main = next((k for k in below if k in on_path), below[-1])
-            for side in (k for k in below if k != main):
-                inner = run(side)
-                if side in on_path:
-                    items.append(f"<li>{inner}</li>")
-                else:
-                    items.append(f"<li><details><summary>an attempt from {_e(current)}"
-                                 f"</summary>{inner}</details></li>")
-            current = main
-        return "<ul>" + "".join(items) + "</ul>"
-
     roots = kids(None)
     main_root = next((r for r in roots if r in on_path), roots[-1] if roots else None)
-    shown = [run(r) for r in roots if r != main_root]
-    if main_root is not None:
-        shown.append(run(main_root))
-    return "\n".join(shown)
+    # The stack holds what is still to draw, the next on top: (entry id, depth, the attempt
+    # it is folded in or "", and for an attempt's first entry the attempt around it or "",
+    # else None).
+    stack: list[tuple[str, int, str, str | None]] = []
+    for root in reversed([*(r for r in roots if r != main_root), *([main_root]
+                                                                   if main_root else [])]):
+        stack.append((root, 0, "", None))
+    folds = 0
+    while stack:
+        current, depth, group, outer = stack.pop()
+        if current in drawn:
+            continue
+        drawn.add(current)
+        if outer is not None:  # an attempt's first entry: its fold button first
+            rows.append(f'<button type="button" class="fold" '
+                        f'data-fold="{group}" data-in="{outer}" aria-expanded="false" '
+                        f'data-d="{depth - 1}" style="--d:{depth - 1}">an attempt from '
+                        f"{_e(parents.get(current) or '')}</button>")
+        label = f' <span class="label">[{_e(labels[current])}]</span>' \
+            if current in labels else ""
+        classes = " ".join(c for c in ("on-branch" if current in on_path else "",
+                                       "tip" if current == tip else "") if c)
+        rows.append(f'<a href="#{_e(current)}" data-id="{_e(current)}" data-in="{group}" '
+                    f'class="{classes}" data-d="{depth}" style="--d:{depth}">{_e(current)} '
+                    f"{_e(cut(_summary_of(by_id[current]), 90))}{label}</a>")
+        below = kids(current)
+        if not below:
+            continue
+        main = next((k for k in below if k in on_path), below[-1])
+        stack.append((main, depth, group, None))  # drawn after every attempt off here
+        for side in reversed([k for k in below if k != main]):
+            folds += 1
+            stack.append((side, depth + 1, f"f{folds}", group))
+    return "\n".join(rows)
 
 
 def _system(system: str | None) -> str:

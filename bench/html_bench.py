@@ -1,0 +1,118 @@
+"""The HTML export in Chromium at scale: a click on an entry of a session of 40k entries
+(the branch it shows redrawn and painted), against the same click on a page of 400 entries
+measured in the same run (the floor).
+
+    .venv/bin/python bench/html_bench.py [--entries 40000] [--runs 5]
+
+Needs Debian's chromium and playwright (as the tests do). The session: one long branch with
+an abandoned attempt of 5 entries every 100 entries. Prints the export and load times, and
+the median click times (from the click to the second animation frame after it: the branch's
+cards shown and painted) into the first attempt (most of the cards hidden) and back to the
+tip (all of them shown again).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+CLICK = """async (id) => {
+  const find = () => document.querySelector(`nav a[data-id="${id}"]`);
+  if (!find()) {  // a row not drawn: unfold and scroll the tree to it, as a person would
+    unfoldTo(id); rowIntoView(id); draw();
+    await new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done)));
+  }
+  const link = find();
+  const start = performance.now();
+  link.click();
+  await new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done)));
+  return performance.now() - start;
+}"""
+
+
+def session(path: Path, entries: int) -> tuple[str, str]:
+    """A session file of about `entries` entries; (an entry inside an attempt, the tip)."""
+    lines, previous, attempt = [], None, ""
+    number = 0
+
+    def add(parent: str | None, text: str) -> str:
+        nonlocal number
+        number += 1
+        entry_id = f"e{number}"
+        lines.append({"type": "message", "id": entry_id, "parent_id": parent,
+                      "timestamp": "2026-01-01T00:00:00Z",
+                      "message": {"role": "user", "content": f"{text} **{entry_id}**"}})
+        return entry_id
+
+    while number < entries:
+        previous = add(previous, "on the branch")
+        if number % 100 == 50:
+            at = previous
+            for _ in range(5):
+                at = add(at, "an abandoned attempt")
+            attempt = attempt or at
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    return attempt, previous or ""
+
+
+def measure(browser, folder: Path, entries: int, runs: int) -> dict[str, float]:
+    file = folder / f"s{entries}.jsonl"
+    attempt, tip = session(file, entries)
+    page_file = folder / f"s{entries}.html"
+    start = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "mulligan", "sessions", "export", str(file),
+                    "--format", "html", "-o", str(page_file)], check=True, capture_output=True,
+                   env={**os.environ, "MULLIGAN_HOME": str(folder / "home")}, cwd=folder)
+    exported = time.perf_counter() - start
+    page = browser.new_page()
+    start = time.perf_counter()
+    page.goto(page_file.as_uri(), timeout=600_000)
+    loaded = time.perf_counter() - start
+    away, back = [], []
+    for _ in range(runs):
+        away.append(page.evaluate(CLICK, attempt))
+        back.append(page.evaluate(CLICK, tip))
+    assert page.is_visible(f"[id='{tip}']")
+    page.close()
+    return {"export": exported, "load": loaded, "away": statistics.median(away) / 1000,
+            "back": statistics.median(back) / 1000, "size": page_file.stat().st_size}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--entries", type=int, default=40_000)
+    parser.add_argument("--runs", type=int, default=5)
+    args = parser.parse_args()
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium is None:
+        print("Debian's chromium is not installed")
+        return 1
+    from playwright.sync_api import sync_playwright
+
+    with tempfile.TemporaryDirectory() as tmp, sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=chromium, args=[
+            "--headless", "--no-sandbox", "--disable-gpu"])
+        floor = measure(browser, Path(tmp), 400, args.runs)
+        big = measure(browser, Path(tmp), args.entries, args.runs)
+        browser.close()
+    for name, got in (("400 entries (floor)", floor), (f"{args.entries} entries", big)):
+        print(f"{name}: export {got['export']:.1f} s, page {got['size'] / 1e6:.1f} MB, "
+              f"load {got['load']:.1f} s, click into an attempt {got['away'] * 1000:.0f} ms, "
+              f"back to the tip {got['back'] * 1000:.0f} ms")
+    worst = max(big["away"], big["back"])
+    print(f"slowest click at {args.entries}: {worst * 1000:.0f} ms, "
+          f"{worst / max(floor['away'], floor['back']):.1f}x the floor; goal well under "
+          f"0.5 s: {'met' if worst < 0.25 else 'NOT met'}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
