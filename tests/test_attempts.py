@@ -32,7 +32,7 @@ from mulligan.app.workspace.snapshots import Store
 from mulligan.session import SessionLog
 from mulligan.session.view import messages_of
 from mulligan.testing import ScriptedModel, call, reply, say, tool_result, user
-from mulligan.tools import coding_tools
+from mulligan.tools import coding_tools, sandbox_problem
 from test_cli import script, session_files
 
 PYTHON = sys.executable
@@ -261,3 +261,30 @@ def test_gc_removes_attempt_folders_a_day_old_and_keeps_newer_ones(tmp_path):
     done = run(tmp_path, "gc")
     assert done.returncode == 0 and "1 attempt group(s)" in done.stdout
     assert not old.parent.exists() and new.is_dir()
+
+
+SANDBOX_PROBLEM = sandbox_problem()
+if SANDBOX_PROBLEM is not None and os.environ.get("CI") == "true":
+    raise RuntimeError(f"CI must run the sandbox tests: {SANDBOX_PROBLEM}")
+
+
+@pytest.mark.skipif(SANDBOX_PROBLEM is not None, reason=SANDBOX_PROBLEM or "")
+def test_under_the_sandbox_an_attempt_reads_the_shared_venv_and_writes_only_its_folder(
+        tmp_path):
+    work = project(tmp_path)
+    (work / ".gitignore").write_text(".venv/\n")
+    (work / ".venv").mkdir()
+    (work / ".venv" / "marker").write_text("the venv\n")
+    command = (f"cat .venv/marker; touch .venv/new 2>/dev/null || echo venv-read-only; "
+               f"echo x > {work}/calc.py 2>/dev/null; echo mine > own")
+    steps = [reply(call("bash", {"command": command}, id="b1")), say("done")]
+    done = run(tmp_path, "-p", "Go.", "--attempts", "1", "--sandbox", "--model",
+               script(tmp_path, *steps))
+    assert done.returncode == 0, done.stderr
+    [file] = session_files(tmp_path)
+    result = next(e["message"]["content"] for e in SessionLog(file).entries()
+                  if e.get("type") == "message" and e["message"]["role"] == "toolResult")
+    assert "the venv" in result and "venv-read-only" in result
+    assert (work / "calc.py").read_text() == ORIGINAL and not (work / ".venv" / "new").exists()
+    [folder] = (tmp_path / "home" / "attempts").glob("*/1")
+    assert (folder / "own").read_text() == "mine\n" and (folder / ".venv").is_symlink()

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import argparse
 import gc as collector
+import os
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -136,10 +138,11 @@ def build_controller(args: argparse.Namespace, err: TextIO, *, defer: bool = Fal
     guard_process(secrets.hidden)  # the keys out of the environment, this process unreadable
     extensions = extensions_for(args, config, home, cwd, interactive=interactive)
 
-    def tools_in(folder: Path) -> list[Any]:
+    def tools_in(folder: Path, shared: tuple[str, ...] = ()) -> list[Any]:
         return coding_tools(folder, bash_timeout=settings.bash_timeout,
                             bash_timeout_max=settings.bash_timeout_max,
-                            hide_env=secrets.hidden, sandbox=sandbox,
+                            hide_env=secrets.hidden, sandbox=sandbox if sandbox is None
+                            or not shared else replace(sandbox, read_only=shared),
                             read_roots=extensions.read_roots() if extensions else ())
 
     permissions = Permissions(settings.permission_mode, cwd)
@@ -153,7 +156,8 @@ def build_controller(args: argparse.Namespace, err: TextIO, *, defer: bool = Fal
         compaction_model=resolve(settings.compaction_model, base_url=None, home=home,
                                  defer=defer) if settings.compaction_model else None,
         resolver=lambda name: resolve(name, base_url=settings.base_url, home=home, err=err),
-        tools_for=lambda folder: Permissions("auto", folder).guard(tools_in(folder)))
+        tools_for=lambda folder: Permissions("auto", folder).guard(
+            tools_in(folder, shared_targets(folder))))
     controller.follow_session_model = settings.model is None
     if args.thinking is not None:
         note = controller.set_thinking(args.thinking)
@@ -162,6 +166,16 @@ def build_controller(args: argparse.Namespace, err: TextIO, *, defer: bool = Fal
     if own is not None:
         controller.model_notice = f"model {own}: this session's own (--model to change)"
     return controller
+
+
+def shared_targets(folder: Path) -> tuple[str, ...]:
+    """What an attempt folder's top-level links point to (the ignored folders it shares with
+    the working folder): under the sandbox they are there, read-only."""
+    found = []
+    for entry in os.scandir(folder):
+        if entry.is_symlink() and os.path.isabs(target := os.readlink(entry.path)):
+            found.append(target)
+    return tuple(found)
 
 
 def begin(controller: Controller, *, servers: bool = True) -> None:

@@ -37,9 +37,12 @@ SYSTEM_LINKS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 
 @dataclass(frozen=True)
 class Sandbox:
-    """How bash's commands are confined: `network` False cuts them off from every network."""
+    """How bash's commands are confined: `network` False cuts them off from every network;
+    `read_only` paths of the host are there too, read-only (what a parallel attempt's folder
+    links to: the project's virtual environment)."""
 
     network: bool = False
+    read_only: tuple[str, ...] = ()
 
     def argv(self, cwd: str | os.PathLike[str], command: str) -> list[str]:
         """The bwrap command line that runs `command` with `bash -c` in `cwd`."""
@@ -56,6 +59,8 @@ class Sandbox:
         home = os.environ.get("HOME", "")
         if os.path.isabs(home) and home != "/" and not home.startswith(SYSTEM_FOLDERS):
             argv += ["--tmpfs", home]  # an empty home of its own: caches, nothing of yours
+        for path in self.read_only:
+            argv += ["--ro-bind-try", path, path]
         argv += ["--bind", folder, folder, "--chdir", folder, "--unshare-pid",
                  "--unshare-ipc", "--cap-drop", "ALL", "--die-with-parent"]
         if not self.network:
