@@ -14,10 +14,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from rich.console import Console
-from rich.markdown import Markdown
 from rich.text import Text
 
 from mulligan.brief import arguments_text
+from mulligan.frontends.stream import MarkdownStream
 from mulligan.messages import content_text, text_of
 
 
@@ -37,11 +37,12 @@ class LiveRenderer:
     def __init__(self, console: Console, *, fold_lines: int = 4, show_prompt: bool = False,
                  line_buffered: bool = False, markdown: bool = False):
         self.console = console
-        # The REPL on a terminal: a reply is not printed as it streams (the prompt's toolbar
-        # shows it live, partial line included) but once, complete, as Markdown.
+        # The REPL on a terminal: a reply's finished blocks are printed rendered as Markdown
+        # as they end; the block being written shows raw in the live area under the prompt.
         self.markdown = markdown
-        self.reply = ""  # the streamed reply so far (markdown mode)
-        self.thinking = 0  # characters of thinking streamed so far
+        self.reply = MarkdownStream(console)  # the streamed reply (markdown mode)
+        self.thinking = ""  # the thinking streamed so far (markdown mode: folded)
+        self.folded: list[str] = []  # the last folded thinking or output, whole (Ctrl-O)
         self.phase = "starting"  # what the run is doing: for the toolbar's spinner
         self.since = time.monotonic()  # when that began
         self.streamed = 0  # characters the model has sent in this run
@@ -91,8 +92,9 @@ class LiveRenderer:
         self.phase, self.since = phase, time.monotonic()
 
     def partial(self) -> str:
-        """The reply's last line so far (markdown mode): what the toolbar shows live."""
-        return self.reply.rstrip("\n").rpartition("\n")[2]
+        """The reply's unfinished block so far (markdown mode): what the live area shows,
+        raw, until the block ends and is printed rendered."""
+        return self.reply.tail()
 
     def render(self, event: Mapping[str, Any]) -> None:
         kind = event.get("type")
@@ -106,9 +108,10 @@ class LiveRenderer:
             kind_of = {"text": "writing", "thinking": "thinking"}.get(
                 str(delta.get("type")), "preparing a tool call")
             if delta.get("type") == "text":
-                self.reply += text
+                for line in self.reply.add(text):
+                    self._line(line)
             elif delta.get("type") == "thinking":
-                self.thinking += len(text)
+                self.thinking += text
             if self.phase != kind_of:
                 self._phase(kind_of)
         elif kind == "message_update":
@@ -173,13 +176,26 @@ class LiveRenderer:
         """Markdown mode: the finished reply, rendered (code highlighted, words wrapped),
         with its thinking folded into a line."""
         if self.thinking:
-            self._line(f"· thought for {self.thinking} characters (folded)", "dim italic")
+            self._fold(self.thinking.splitlines())
+            self._line(f"· thought for {len(self.thinking)} characters (Ctrl-O shows it)",
+                       "dim italic")
+        streamed = self.reply.text
+        for line in self.reply.end():
+            self._line(line)
         words = text_of(message)  # type: ignore[arg-type]
-        if words.strip():
-            self._flush_pending()
-            self.console.print(Markdown(words, code_theme="monokai"))
-        self.reply, self.thinking = "", 0
+        if words.strip() and not streamed.strip():  # a reply that came whole, not streamed
+            stream = MarkdownStream(self.console)
+            for line in [*stream.add(words), *stream.end()]:
+                self._line(line)
+        self.thinking = ""
         self._phase("waiting for the model")
+
+    def _fold(self, lines: list[str]) -> None:
+        self.folded = lines
+
+    @property
+    def _expand(self) -> str:
+        return " (Ctrl-O shows them)" if self.markdown else ""
 
     def _call(self, name: str, arguments: Any) -> None:
         """One line for a tool call, readable: bash's command, a write's or an edit's file
@@ -215,8 +231,9 @@ class LiveRenderer:
             lines = lines[:-1]
         hidden = len(lines) - self.fold_lines
         if hidden > 0:
-            self._line(Text(f"  │ … {hidden} earlier line{'s' if hidden > 1 else ''}",
-                            style="cyan dim"))
+            self._fold(lines)
+            self._line(Text(f"  │ … {hidden} earlier line{'s' if hidden > 1 else ''}"
+                            f"{self._expand}", style="cyan dim"))
         for line in lines[-self.fold_lines:]:
             self._line(Text("  │ ", style="cyan") + Text(line, style="red" if is_error
                                                           else "dim"))
@@ -232,8 +249,9 @@ class LiveRenderer:
             self._line(Text("  │ ", style="cyan") + Text(line, style=style))
         hidden = len(lines) - self.fold_lines
         if hidden > 0:
-            self._line(Text(f"  │ … {hidden} more line{'s' if hidden > 1 else ''}",
-                            style="cyan dim"))
+            self._fold(lines)
+            self._line(Text(f"  │ … {hidden} more line{'s' if hidden > 1 else ''}"
+                            f"{self._expand}", style="cyan dim"))
 
     def finish(self) -> bool:
         self._flush_pending()

@@ -16,19 +16,20 @@ import asyncio
 import contextlib
 import signal
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from prompt_toolkit import PromptSession
 from prompt_toolkit.application.current import create_app_session
+from prompt_toolkit.formatted_text import StyleAndTextTuples
 from prompt_toolkit.history import FileHistory, History, InMemoryHistory
 from prompt_toolkit.input import Input
 from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
 from prompt_toolkit.output import Output
 from prompt_toolkit.patch_stdout import patch_stdout
 from prompt_toolkit.shortcuts.choice_input import ChoiceInput
+from prompt_toolkit.styles import Style
 from rich.console import Console
 
 from mulligan import __version__
@@ -50,6 +51,7 @@ from mulligan.frontends.live import LiveRenderer
 from mulligan.frontends.pickers import SlashCompleter
 from mulligan.frontends.slash import Outcome, run_command
 from mulligan.frontends.status import status_line
+from mulligan.frontends.toolbar import toolbar
 from mulligan.home import create_private
 
 
@@ -84,7 +86,7 @@ class Repl:
             completer=SlashCompleter(lambda: custom_entries(self.controller)),
             complete_while_typing=False,
             input=input, output=output, prompt_continuation=lambda w, n, s: ". ".rjust(w),
-            bottom_toolbar=self._toolbar, refresh_interval=0.25,
+            bottom_toolbar=self._toolbar, refresh_interval=0.25, style=STYLE,
         )
         self.session.default_buffer.on_text_changed += self._typed
         self._question: _Pending | None = None  # a permission question waiting for an answer
@@ -156,23 +158,14 @@ class Repl:
     def _print(self, text: str, style: str | None = None) -> None:
         self.console.print(text, style=style, markup=False, highlight=False, soft_wrap=True)
 
-    def _toolbar(self) -> str:
-        """Under the input: during a run, a spinner, what the run is doing, for how long,
-        the tokens so far and the reply's line being written; always the status line."""
-        renderer = self._renderer
-        lines = []
-        if renderer is not None and self.controller.is_running:
-            frame = SPINNER[int(time.monotonic() * 8) % len(SPINNER)]
-            took = time.monotonic() - renderer.since
-            line = (f"{frame} {renderer.phase} {took:.1f}s · ~{renderer.streamed // 4} tokens "
-                    "· Ctrl-C aborts")
-            partial = renderer.partial()
-            if partial:
-                lines.append(partial[-(self.console.width - 1):])
-            lines.append(line)
-        lines += live_lines(self.controller, self.console.width)  # parallel attempts
-        lines.append(self._status)
-        return "\n".join(lines)
+    def _toolbar(self) -> StyleAndTextTuples:
+        size = self.session.output.get_size()
+        pending = self._question
+        width = self.width or size.columns
+        return toolbar(self._renderer, running=self.controller.is_running,
+                       asking=pending.question.tool if pending is not None else None,
+                       width=width, rows=size.rows, status=self._status,
+                       more=live_lines(self.controller, width))  # parallel attempts
 
     def _refresh_status(self) -> None:
         try:
@@ -470,7 +463,10 @@ class Repl:
         return _safely(lambda: resume_to(self.controller, chosen), width)
 
 
-SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
+# The live area is the reply being written, not a bar: plain, with the status line
+# standing out under it.
+STYLE = Style.from_dict({"bottom-toolbar": "noreverse", "bottom-toolbar.text": "",
+                         "spinner": "fg:ansicyan", "status": "reverse"})
 
 
 class _Pending:
