@@ -70,6 +70,20 @@ class Screen:
             time.sleep(0.05)
         raise AssertionError(f"no {text!r} on the screen:\n{self.screen(history)}")
 
+    def settled(self, text: str, busy: str, limit: float = 20) -> str:
+        """The screen and its history once `text` is there and `busy` (a run's spinner) has
+        been gone from two captures in a row: the output of a run is printed through a
+        background writer, after the run's end is drawn."""
+        deadline = time.monotonic() + limit
+        calm = 0
+        while time.monotonic() < deadline:
+            shown = self.screen(history=True)
+            calm = calm + 1 if text in shown and busy not in shown else 0
+            if calm >= 2:
+                return shown
+            time.sleep(0.1)
+        raise AssertionError(f"no {text!r} without {busy!r}:\n{self.screen(history=True)}")
+
     def wait_gone(self, text: str, limit: float = 20) -> str:
         deadline = time.monotonic() + limit
         while time.monotonic() < deadline:
