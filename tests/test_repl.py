@@ -59,7 +59,8 @@ def controller(tmp_path: Path, model, session_file: Path | None, resolver=None) 
 @contextmanager
 def repl_on(c: Controller) -> Iterator[Driver]:
     buffer = io.StringIO()
-    console = Console(file=buffer, width=100, color_system=None, highlight=False)
+    # Wide: the REPL wraps long lines at words, and these tests read whole lines.
+    console = Console(file=buffer, width=250, color_system=None, highlight=False)
     with create_pipe_input() as pipe:
         repl = Repl(c, console=console, input=pipe, output=DummyOutput(), width=100)
         driver = Driver(repl, pipe, buffer)

@@ -4,6 +4,8 @@ keys, the status line at 80 columns."""
 
 from __future__ import annotations
 
+import json
+
 from fakes import anthropic_server as wire
 from fakes.http_server import ScriptedServer
 from tmux_screen import Screen, needs_tmux
@@ -50,3 +52,81 @@ def test_the_whole_reply_shows_as_it_is_written_then_rendered_once(tmp_path):
         words = " ".join(reply.split())
         assert "nothing else changes in the folder or outside it, and no test is skipped." \
             in words
+
+
+def test_a_retry_says_why_how_long_and_which_try_it_is(tmp_path):
+    script = [wire.error(429, "rate_limit_error", "Number of request tokens has exceeded "
+                         "your per-minute rate limit", {"retry-after": "2"}),
+              wire.error(529, "overloaded_error", "Overloaded"),
+              wire.text_reply("at last", pace=0.2)]
+    with ScriptedServer(script) as server, started(tmp_path, server) as screen:
+        screen.text("hello")
+        screen.keys("Enter")
+        # While it waits: the reason printed, and the spinner saying the wait and the try.
+        waiting = screen.wait_for("retrying in 2 s (2/5)")
+        assert "429 rate_limit_error: Number of request tokens has exceeded your per-minute " \
+            "rate limit; retrying in 2 s (2/5)" in " ".join(waiting.split())
+        assert "retrying in 2 s (2/5)" in waiting.splitlines()[-2]  # the spinner line
+        shown = screen.settled("at last", "Esc or Ctrl-C aborts")
+        assert "529 overloaded_error: Overloaded; retrying in" in shown and "(3/5)" in shown
+
+
+def test_esc_aborts_a_run_and_the_reply_is_marked_aborted(tmp_path):
+    stalled = wire.reply(wire.text_block(0, "I am starting ", "to write"), stall_after=4)
+    with ScriptedServer([stalled]) as server, started(tmp_path, server) as screen:
+        screen.text("go")
+        screen.keys("Enter")
+        screen.wait_for("I am starting")
+        screen.keys("Escape")
+        shown = screen.settled("(aborted)", "Esc or Ctrl-C aborts", limit=10)
+        assert "aborting the run" in shown
+
+
+def test_slash_opens_the_command_list_and_narrows_it_as_you_type(tmp_path):
+    with ScriptedServer([]) as server, started(tmp_path, server) as screen:
+        screen.text("/")
+        menu = screen.wait_for("/usage")  # no Tab pressed
+        assert "/tree" in menu and "/compact" in menu
+        screen.text("us")
+        narrowed = screen.wait_gone("/tree")
+        assert "/usage" in narrowed and "/compact" not in narrowed
+
+
+def test_up_on_an_empty_prompt_recalls_the_last_message(tmp_path):
+    with ScriptedServer([wire.text_reply("first answer")]) as server, \
+            started(tmp_path, server) as screen:
+        screen.text("my first message")
+        screen.keys("Enter")
+        screen.settled("first answer", "Esc or Ctrl-C aborts")
+        screen.keys("Up")
+        assert screen.wait_for("› my first message").count("my first message") == 2
+
+
+def test_ctrl_o_shows_the_last_folded_output_whole(tmp_path):
+    listing = "\n".join(f"line {n}" for n in range(1, 13))
+    script = [wire.reply(wire.tool_use_block(0, "toolu_1", "bash", json.dumps(
+        {"command": f"printf '{listing}\\n'"})), stop_reason="tool_use"),
+        wire.text_reply("printed")]
+    with ScriptedServer(script) as server, \
+            started(tmp_path, server, "--permission-mode", "auto") as screen:
+        screen.text("print")
+        screen.keys("Enter")
+        folded = screen.settled("printed", "Esc or Ctrl-C aborts")
+        assert "8 earlier lines (Ctrl-O shows them)" in folded and "line 2\n" not in folded
+        screen.keys("C-o")
+        shown = screen.wait_for("│ line 2")
+        assert "│ line 1" in shown and "│ line 12" in shown
+
+
+def test_help_at_120_columns_breaks_no_word(tmp_path):
+    from mulligan.frontends.slash import listed
+
+    with ScriptedServer([]) as server, started(tmp_path, server, width=120,
+                                                height=50) as screen:
+        screen.text("/help")
+        screen.keys("Enter")
+        shown = screen.wait_for("Ctrl-D, quits.")
+    words = " ".join(shown.split())
+    for each in listed():
+        assert " ".join(each.help.split()) in words, each.name
+    assert "Esc or Ctrl-C aborts the run." in words

@@ -62,11 +62,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--system-prompt-file", metavar="FILE",
                         help="use FILE instead of the built-in base system prompt (the working "
                              "folder and AGENTS.md are still added)")
-    parser.add_argument("--permission-mode", choices=("ask", "edits", "auto"),
+    parser.add_argument("--permission-mode", choices=("ask", "edits", "auto", "plan"),
                         help="ask: ask before every bash command and file change (the REPL's "
                              "default); edits: file changes go through, bash asks; auto: "
                              "nothing asks (the default for -p, where nobody is there to ask; "
-                             "under ask or edits, -p refuses what would ask)")
+                             "under ask or edits, -p refuses what would ask); plan: read-only "
+                             "tools only, every change and command refused")
     parser.add_argument("--sandbox", action="store_true",
                         help="run bash under bubblewrap: only the working folder and a private "
                              "/tmp writable, no network")

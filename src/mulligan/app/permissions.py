@@ -9,9 +9,13 @@
   setting such as `core.fsmonitor`, `core.pager` or `core.hooksPath` in `.git/config` runs a
   program at the user's next `git status` -- so such an edit is a command, and asks like one.
 - "auto": nothing asks.
+- "plan": the user is planning: only the read-only tools run; every change and every command
+  (bash, write, edit, and any tool not known to be read-only, MCP's included) is refused with
+  a note saying so. Only the user leaves plan mode (/permissions, Shift-Tab); nothing the
+  model does changes the mode.
 
 MCP tools (`mcp__SERVER__TOOL`) ask like bash: under "ask" and "edits"; "a" allows that
-one tool for the session; a "plan" mode refuses them. Read-only tools (`read`, `ls`, `grep`,
+one tool for the session; plan mode refuses them. Read-only tools (`read`, `ls`, `grep`,
 `find`) never ask. With nobody to ask (no terminal:
 `-p` under "ask" or "edits") a call that would ask is refused. A refusal -- "no", nobody to
 ask, or an abort while the question is on screen -- is the call's recorded toolResult
@@ -35,7 +39,8 @@ from mulligan.tools.workspace import Workspace
 
 __all__ = ["MODES", "Answer", "Permissions", "Question"]
 
-MODES = ("ask", "edits", "auto")
+MODES = ("ask", "edits", "auto", "plan")  # Shift-Tab cycles them in this order
+READ_ONLY = frozenset({"read", "ls", "grep", "find"})
 EDITS = frozenset({"write", "edit"})
 ASKING = EDITS | {"bash"}
 PREVIEW_LINES = 60
@@ -73,23 +78,36 @@ class Permissions:
     frontend's question (None: nobody to ask). `mode` may be changed between runs
     (/permissions)."""
 
-    def __init__(self, mode: str, root: Path, asker: Asker | None = None) -> None:
+    def __init__(self, mode: str, root: Path, asker: Asker | None = None, *,
+                 sandbox: bool = False) -> None:
         if mode not in MODES:
             raise ValueError(f"permission mode {mode!r}: one of {', '.join(MODES)}")
         self.mode, self.asker = mode, asker
+        self.sandbox = sandbox  # bash runs with only the working folder writable (shown)
         self.workspace = Workspace(root)
         self.always: set[str] = set()
 
     def describe(self) -> str:
         what = {"ask": "asks before every bash command and file change",
                 "edits": "file changes in the working folder go through; bash asks",
-                "auto": "nothing asks"}[self.mode]
+                "auto": "nothing asks",
+                "plan": "planning: read-only tools only, every change and command refused"
+                }[self.mode]
         allowed = f"; allowed for this session: {', '.join(sorted(self.always))}" \
-            if self.always else ""
-        return f"permission mode {self.mode}: {what}{allowed}"
+            if self.always and self.mode != "plan" else ""
+        sandbox = "; bash in a sandbox (only the working folder writable)" \
+            if self.sandbox else ""
+        return f"permission mode {self.mode}: {what}{allowed}{sandbox}"
+
+    def next_mode(self) -> str:
+        """The mode after this one in Shift-Tab's cycle (ask -> edits -> auto -> plan)."""
+        return MODES[(MODES.index(self.mode) + 1) % len(MODES)]
 
     def needs_asking(self, tool: str, arguments: Mapping[str, Any] | None = None) -> bool:
-        """Whether a call of `tool` with `arguments` asks first in this mode."""
+        """Whether a call of `tool` with `arguments` asks first in this mode (in plan mode:
+        whether it is refused)."""
+        if self.mode == "plan":
+            return tool not in READ_ONLY
         if not _asks(tool) or self.mode == "auto" or tool in self.always:
             return False
         if self.mode == "edits" and tool in EDITS:
@@ -106,8 +124,9 @@ class Permissions:
         return any(part.casefold() == ".git" for part in inside.parts)
 
     def guard(self, tools: Sequence[Tool]) -> list[Tool]:
-        """`tools` with bash, write and edit asking first (as the mode says, at call time)."""
-        return [self._guarded(tool) if _asks(tool["name"]) else tool for tool in tools]
+        """`tools` with every tool but the read-only ones checked first (as the mode says, at
+        call time: bash, write and edit may ask; in plan mode all of them are refused)."""
+        return [tool if tool["name"] in READ_ONLY else self._guarded(tool) for tool in tools]
 
     def _guarded(self, tool: Tool) -> Tool:
         execute = tool["execute"]
@@ -123,11 +142,13 @@ class Permissions:
     def check(self, tool: str, arguments: Mapping[str, Any],
               abort: threading.Event | None) -> None:
         """Return if the call may run; raise ToolError (the recorded refusal) if not."""
-        if self.mode == "plan" and tool.startswith(MCP_PREFIX):
-            raise ToolError(f"Refused: plan mode does not call MCP tools ({tool}); it only "
-                            "reads and plans.")
         if not self.needs_asking(tool, arguments):
             return
+        if self.mode == "plan":
+            raise ToolError(f"Refused: the user is planning (permission mode plan), so only "
+                            f"read-only tools run; this {tool} call did not run. Do not try "
+                            "to make the change another way: read what you need and "
+                            "describe the plan. Leaving plan mode is the user's choice.")
         if self.asker is None:
             raise ToolError(f"Refused: permission mode {self.mode} asks before {tool}, and "
                             "there is nobody to ask (no terminal). Run with "
@@ -139,7 +160,10 @@ class Permissions:
         if answer.choice == "always":
             self.always.add(tool)
         elif answer.choice != "yes":
-            why = f" Their reason: {answer.reason}" if answer.reason else ""
+            reason = answer.reason.strip()
+            if reason and reason[-1] not in ".!?":
+                reason += "."
+            why = f" Their reason: {reason}" if reason else ""
             raise ToolError(f"The user refused this {tool} call; it did not run.{why} Do not "
                             "run it again as it is: ask, or try another way.")
 

@@ -270,7 +270,7 @@ def _compact(c: Controller, args: list[str], width: int,
 
 def _permissions(c: Controller, args: list[str], width: int) -> Outcome:
     if len(args) > 1:
-        return Outcome(["usage: /permissions [ask|edits|auto]"], error=True)
+        return Outcome(["usage: /permissions [ask|edits|auto|plan]"], error=True)
     if not args:
         shown = c.permissions.describe() if c.permissions is not None else \
             "this session's tools do not ask"
@@ -304,7 +304,7 @@ def recap(messages: Sequence[Any], exchanges: int = 3) -> list[str]:
 
 
 def _help(c: Controller, args: list[str], width: int) -> Outcome:
-    lines = help_lines()
+    lines = help_lines(width)
     if c.permissions is not None:
         lines.insert(0, c.permissions.describe())
     return Outcome(lines)
@@ -350,8 +350,8 @@ command('model', '[NAME]',
 command('export', '[md|jsonl|html] [FILE]',
         'write the current branch as Markdown or a new session, or every attempt as one HTML page',
         most_args=2)(_export)
-command('permissions', '[ask|edits|auto]',
-        'show or switch the permission mode',
+command('permissions', '[ask|edits|auto|plan]',
+        'show or switch the permission mode (Shift-Tab cycles them)',
         most_args=1)(_permissions)
 command('compact', '[INSTRUCTIONS]',
         'summarise the older part of the conversation now',

@@ -10,7 +10,7 @@ transcript or the session file.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from rich.console import Console
@@ -53,6 +53,11 @@ class LiveRenderer:
         self._pending_style: str | None = None
         self.fold_lines = fold_lines
         self.show_prompt = show_prompt
+        # The REPL's: the real diff a write or edit would make (Permissions.preview), and
+        # whether the call is about to be asked about (its diff is then shown once, with the
+        # question, not here too).
+        self.diff_of: Callable[[str, Mapping[str, Any]], list[str]] | None = None
+        self.asked: Callable[[str, Mapping[str, Any]], bool] | None = None
         self.last: dict[str, Any] | None = None
         self._midline = False
         self._streamed = False
@@ -86,7 +91,7 @@ class LiveRenderer:
             self.console.print()
             self._midline = False
         shown = text if isinstance(text, Text) else Text(text, style=style or "")
-        self.console.print(shown, soft_wrap=True)
+        self.console.print(shown)  # wrapped by rich, at words: the terminal would cut them
 
     def _phase(self, phase: str) -> None:
         self.phase, self.since = phase, time.monotonic()
@@ -132,6 +137,12 @@ class LiveRenderer:
                 self._bash_result(event.get("result") or {}, bool(event.get("is_error")))
             else:
                 self._result(event.get("result") or {}, bool(event.get("is_error")))
+        elif kind == "retry":  # the provider waits before trying again: say why and how long
+            delay = float(event.get("delay") or 0)
+            said = (f"{event.get('reason')}; retrying in {delay:.0f} s "
+                    f"({event.get('attempt')}/{event.get('of')})")
+            self._line(f"↻ {said}", "yellow")
+            self._phase(f"retrying in {delay:.0f} s ({event.get('attempt')}/{event.get('of')})")
         elif kind == "compaction_start":
             self._line(f"compacting the conversation ({event.get('tokens_before')} tokens, "
                        f"{event.get('reason')})…", "yellow")
@@ -212,6 +223,10 @@ class LiveRenderer:
                        + Text(" …" if more else "", style="dim"))
             return
         path = str(arguments.get("path", ""))
+        if self.diff_of is not None:
+            self._real_diff(head, name, path, self.diff_of(name, arguments),
+                            self.asked is not None and self.asked(name, arguments))
+            return
         removed = str(arguments.get("old_text", "")).splitlines() if name == "edit" else []
         added = str(arguments.get("new_text" if name == "edit" else "content", "")).splitlines()
         self._line(head + Text(f"{name} ", style="dim") + Text(path, style="bold")
@@ -221,6 +236,28 @@ class LiveRenderer:
                 self._line(Text(f"  {sign} {line}", style=style))
             if len(lines) > self.fold_lines:
                 self._line(Text(f"  {sign} … {len(lines) - self.fold_lines} more", style=style))
+
+    def _real_diff(self, head: Text, name: str, path: str, diff: list[str],
+                   asked: bool) -> None:
+        """A write or edit as the diff it makes to the file as it is now (a write over an
+        existing file is its real change, not every line added); nothing but the header
+        line when the permission question will show the diff."""
+        body = [line for line in diff if not line.startswith(("---", "+++"))]
+        removed = sum(1 for line in body if line.startswith("-"))
+        added = sum(1 for line in body if line.startswith("+"))
+        self._line(head + Text(f"{name} ", style="dim") + Text(path, style="bold")
+                   + Text(f"  -{removed} +{added}", style="dim"))
+        if asked:
+            return
+        changed = [line for line in body if not line.startswith("@@")]
+        for line in changed[: self.fold_lines * 2]:
+            style = "green" if line.startswith("+") else "red" if line.startswith("-") \
+                else "dim"
+            self._line(Text(f"  {line}", style=style))
+        if len(changed) > self.fold_lines * 2:
+            self._fold(body)
+            self._line(Text(f"  … {len(changed) - self.fold_lines * 2} more lines"
+                            f"{self._expand}", style="dim"))
 
     def _bash_result(self, result: dict[str, Any], is_error: bool) -> None:
         """bash's output from its end, where the verdict is, and a red exit code."""

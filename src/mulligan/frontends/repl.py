@@ -1,13 +1,13 @@
 """The interactive REPL: prompt_toolkit for input, rich for output, a Controller underneath.
 
-Keys: Enter sends; Alt-Enter (Escape then Enter) starts a new line. A run happens on a
-worker thread so the prompt stays live: during a run Enter queues a steering message and
-Alt-Enter a follow-up, and Ctrl-C aborts the run (the transcript stays valid: the loop records
-the aborted reply). At the prompt, Ctrl-C clears the line, twice in a row quits; Ctrl-D on an
-empty line quits. Slash commands complete with Tab.
+A run happens on a worker thread so the prompt stays live: during a run Enter queues a
+steering message and Alt-Enter a follow-up, and Esc or Ctrl-C aborts the run (the transcript
+stays valid: the loop records the aborted reply). The keys are `frontends.keys`'; the live
+area under the input is `frontends.toolbar`'s. Typing "/" lists the commands.
 
 This layer only moves text between the terminal and the Controller (see
-`frontends.commands` for the commands). Tests drive it through prompt_toolkit's pipe input.
+`frontends.commands` for the commands). Tests drive it through prompt_toolkit's pipe input,
+and the real program in tmux.
 """
 
 from __future__ import annotations
@@ -22,10 +22,11 @@ from typing import Any
 
 from prompt_toolkit import PromptSession
 from prompt_toolkit.application.current import create_app_session
+from prompt_toolkit.filters import Condition
 from prompt_toolkit.formatted_text import StyleAndTextTuples
 from prompt_toolkit.history import FileHistory, History, InMemoryHistory
 from prompt_toolkit.input import Input
-from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
+from prompt_toolkit.key_binding import KeyBindings
 from prompt_toolkit.output import Output
 from prompt_toolkit.patch_stdout import patch_stdout
 from prompt_toolkit.shortcuts.choice_input import ChoiceInput
@@ -36,7 +37,7 @@ from mulligan import __version__
 from mulligan.app import Controller, LeaseHeld, Refused, model_label
 from mulligan.app.permissions import Answer, Question
 from mulligan.frontends.attachments import with_attachments
-from mulligan.frontends.attempt_commands import busy, live_lines, stop_all
+from mulligan.frontends.attempt_commands import busy, live_lines
 from mulligan.frontends.commands import (
     back_before,
     count,
@@ -47,6 +48,7 @@ from mulligan.frontends.commands import (
     resume_to,
 )
 from mulligan.frontends.extensions import custom_entries
+from mulligan.frontends.keys import bindings
 from mulligan.frontends.live import LiveRenderer
 from mulligan.frontends.pickers import SlashCompleter
 from mulligan.frontends.slash import Outcome, run_command
@@ -84,7 +86,9 @@ class Repl:
         self.session: PromptSession[str] = PromptSession(
             multiline=True, key_bindings=self._bindings(), history=history,
             completer=SlashCompleter(lambda: custom_entries(self.controller)),
-            complete_while_typing=False,
+            # Typing "/" opens the command list, narrowed as you type (only for a command's
+            # name: a message is never completed while typed).
+            complete_while_typing=Condition(self._typing_command),
             input=input, output=output, prompt_continuation=lambda w, n, s: ". ".rjust(w),
             bottom_toolbar=self._toolbar, refresh_interval=0.25, style=STYLE,
         )
@@ -93,70 +97,24 @@ class Repl:
         if controller.permissions is not None:
             controller.permissions.asker = self.ask_permission
 
+    def _typing_command(self) -> bool:
+        text = self.session.default_buffer.text
+        return text.startswith("/") and " " not in text and "\n" not in text
+
     def _typed(self, _buffer: Any) -> None:
         self._ctrl_c = False  # "Ctrl-C twice" means twice in a row
 
     # -- keys -----------------------------------------------------------------------------
 
     def _bindings(self) -> KeyBindings:
-        kb = KeyBindings()
-
-        # Ctrl-J sends too: keys typed before the prompt takes the terminal arrive through the
-        # tty's cooked mode, which turns Enter into Ctrl-J.
-        @kb.add("enter")
-        @kb.add("c-j")
-        def _send(event: KeyPressEvent) -> None:
-            self._ctrl_c = False
-            self._kind = "steer"
-            event.current_buffer.validate_and_handle()
-
-        @kb.add("escape", "enter")
-        def _alt_enter(event: KeyPressEvent) -> None:
-            self._ctrl_c = False
-            if self.controller.is_running and event.current_buffer.text.strip():
-                self._kind = "follow_up"
-                event.current_buffer.validate_and_handle()
-            else:
-                event.current_buffer.insert_text("\n")
-
-        @kb.add("c-c")
-        def _interrupt(event: KeyPressEvent) -> None:
-            buffer = event.current_buffer
-            if stop_all(self.controller):
-                self._print("stopping every attempt…", "yellow")
-            elif self.controller.is_running:
-                self.controller.abort()
-                self._print("aborting the run…", "yellow")
-            elif buffer.text:
-                buffer.reset()
-                self._ctrl_c = False
-            elif self._ctrl_c:
-                event.app.exit(result=None)
-            else:
-                self._ctrl_c = True
-                self._print("(Ctrl-C again, or Ctrl-D, to quit)", "dim")
-
-        @kb.add("escape", "escape")
-        def _edit_picker(event: KeyPressEvent) -> None:
-            # Esc Esc on an empty prompt: pick one of your messages to edit (Claude Code's).
-            buffer = event.current_buffer
-            if not buffer.text and not self.controller.is_running:
-                buffer.text = "/edit --pick"
-                buffer.validate_and_handle()
-
-        @kb.add("c-d")
-        def _eof(event: KeyPressEvent) -> None:
-            if event.current_buffer.text:
-                event.current_buffer.delete()
-            else:
-                event.app.exit(result=None)
-
-        return kb
+        return bindings(self)
 
     # -- the loop -------------------------------------------------------------------------
 
     def _print(self, text: str, style: str | None = None) -> None:
-        self.console.print(text, style=style, markup=False, highlight=False, soft_wrap=True)
+        # Wrapped by rich at words (a word longer than the line is folded), never mid-word by
+        # the terminal.
+        self.console.print(text, style=style, markup=False, highlight=False)
 
     def _toolbar(self) -> StyleAndTextTuples:
         size = self.session.output.get_size()
@@ -169,7 +127,8 @@ class Repl:
 
     def _refresh_status(self) -> None:
         try:
-            self._status = status_line(self.controller)
+            width = self.width or self.session.output.get_size().columns
+            self._status = status_line(self.controller, width - 1)
         except (ValueError, OSError) as exc:  # a damaged file must not take the prompt down
             self._status = f"(status unavailable: {exc})"
 
@@ -195,9 +154,11 @@ class Repl:
         """From the worker thread, while a tool call waits: show the command or the diff and
         wait for the answer typed at the prompt (an abort, Ctrl-C, answers no)."""
         pending = _Pending(question)
-        self._print(f"{question.tool} wants to run:", "bold yellow")
-        for line in question.preview:
-            self._print(f"  {line}", _diff_style(line) or "dim")
+        # The call's line is just above: a diff is shown here, once; a one-line command
+        # is already there in full.
+        if question.tool != "bash" or len(question.preview) > 1:
+            for line in question.preview:
+                self._print(f"  {line}", _diff_style(line) or "dim")
         self._question = pending
         self._redraw_soon()
         try:
@@ -327,6 +288,9 @@ class Repl:
         renderer = LiveRenderer(self.console, line_buffered=self._patch_stdout,
                                 markdown=self._patch_stdout)
         self._renderer = renderer
+        if self.controller.permissions is not None:
+            renderer.diff_of = self.controller.permissions.preview
+            renderer.asked = self.controller.permissions.needs_asking
 
         def work() -> None:
             try:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import importlib
 import shlex
+import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -89,16 +90,29 @@ def listed() -> list[Command]:
     return [c for c in commands().values() if c.listed]
 
 
-def help_lines() -> list[str]:
+def help_lines(width: int = 100) -> list[str]:
+    """/help: each command, its usage and what it does, then the keys; wrapped at words to
+    `width` columns, a command's help hanging under its own column."""
     shown = listed()
-    width = max(len(f"/{c.name} {c.usage}") for c in shown)
-    lines = [f"  {f'/{c.name} {c.usage}'.strip():<{width}}  {c.help}" for c in shown]
-    return ["Commands:", *lines,
-            "Keys: Enter sends; Alt-Enter starts a new line. During a run, Enter "
-            "queues a steering message and Alt-Enter a follow-up; Ctrl-C aborts the run.",
-            "A permission question on screen takes y (yes), a (yes from now on for that tool) "
-            "or n [reason]; Ctrl-C answers no and aborts the run.",
-            "Ctrl-C twice at the prompt, or Ctrl-D, quits."]
+    column = max(len(f"/{c.name} {c.usage}") for c in shown)
+    room = max(width - column - 5, 20)
+    lines = ["Commands:"]
+    for c in shown:
+        head = f"  {f'/{c.name} {c.usage}'.strip():<{column}}  "
+        wrapped = textwrap.wrap(c.help, room) or [""]
+        lines += [head + wrapped[0], *(" " * len(head) + more for more in wrapped[1:])]
+    for paragraph in KEYS:
+        lines += textwrap.wrap(paragraph, width - 1, subsequent_indent="  ")
+    return lines
+
+
+KEYS = ("Keys: Enter sends; Alt-Enter starts a new line; Up on an empty prompt recalls "
+        "history; / lists the commands as you type; Shift-Tab cycles the permission modes; "
+        "Ctrl-O shows the last folded thinking or output. During a run, Enter queues a "
+        "steering message and Alt-Enter a follow-up; Esc or Ctrl-C aborts the run.",
+        "A permission question on screen takes y (yes), a (yes from now on for that tool) "
+        "or n [reason]; Ctrl-C answers no and aborts the run.",
+        "Ctrl-C twice at the prompt, or Ctrl-D, quits.")
 
 
 def run_command(controller: Controller, line: str, *, width: int = 80,
@@ -110,7 +124,7 @@ def run_command(controller: Controller, line: str, *, width: int = 80,
     except ValueError:
         words = line[1:].split()
     if not words:
-        return Outcome(help_lines())
+        return Outcome(help_lines(width))
     name, args = words[0].lower(), words[1:]
     found = commands().get(name)
     if found is None:

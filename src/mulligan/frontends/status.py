@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from mulligan.app import Controller, model_label
 from mulligan.app.usage import PRICES_AS_OF, Usage
+from mulligan.brief import cut
 
 __all__ = ["status_line", "usage_lines"]
 
@@ -17,23 +18,33 @@ def _k(count: int) -> str:
     return f"{count / 1000:.1f}k" if count >= 1000 else str(count)
 
 
-def status_line(c: Controller) -> str:
-    """One line: `model · context 12.3k/200k (6%) · in 40.0k out 2.1k · $0.15 · ask · name`."""
+def status_line(c: Controller, width: int = 200) -> str:
+    """One line of at most `width` characters: `model · mode · sandbox · context 12.3k/200k
+    (6%) · in 40.0k out 2.1k · $0.15 · thinking high · name`. The model and the permission
+    mode stay whatever the width; the rest is shortened first (tokens, then the context's
+    figures, the name, thinking, the cost)."""
     used = c.usage()
-    parts = [model_label(c.model),
-             f"context {_k(used.context)}/{_k(used.window)} "
-             f"({used.context / used.window:.0%})" if used.window else "context ?",
-             f"in {_k(used.tokens_in)} out {_k(used.tokens_out)}"]
-    if used.cost is not None:
-        parts.append(f"${used.cost:.2f}")
-    if c.thinking is not None:
-        parts.append(f"thinking {c.thinking}")
+    head = [model_label(c.model)]
     if c.permissions is not None:
-        parts.append(c.permissions.mode)
-    name = c.session_name()
-    if name:
-        parts.append(name)
-    return " · ".join(parts)
+        head.append(c.permissions.mode)
+        if c.permissions.sandbox:
+            head.append("sandbox")
+    percent = f"{used.context / used.window:.0%}" if used.window else "?"
+    context = f"context {_k(used.context)}/{_k(used.window)} ({percent})" if used.window \
+        else "context ?"
+    tokens = f"in {_k(used.tokens_in)} out {_k(used.tokens_out)}"
+    cost = f"${used.cost:.2f}" if used.cost is not None else None
+    thinking = f"thinking {c.thinking}" if c.thinking is not None else None
+    name = c.session_name() or None
+    short = f"ctx {percent}"
+    # From the fullest line to the barest, the first that fits.
+    for rest in ([context, tokens, cost, thinking, name], [context, cost, thinking, name],
+                 [short, cost, thinking, name], [short, cost, thinking], [short, cost],
+                 [short], []):
+        line = " · ".join([*head, *(part for part in rest if part)])
+        if len(line) <= width:
+            return line
+    return cut(" · ".join(head[::-1]), width)  # the mode first: the model's name is cut
 
 
 def usage_lines(used: Usage) -> list[str]:

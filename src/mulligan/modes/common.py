@@ -145,7 +145,7 @@ def build_controller(args: argparse.Namespace, err: TextIO, *, defer: bool = Fal
                             or not shared else replace(sandbox, read_only=shared),
                             read_roots=extensions.read_roots() if extensions else ())
 
-    permissions = Permissions(settings.permission_mode, cwd)
+    permissions = Permissions(settings.permission_mode, cwd, sandbox=sandbox is not None)
     tools = permissions.guard(tools_in(cwd))
     if extensions is not None:
         tools = extensions.wrap(tools)

@@ -40,18 +40,17 @@ def run_interactive(args: argparse.Namespace, err: TextIO) -> int:
         load()  # a local model's "loading model" line, before the prompt can draw over it
     console = Console(highlight=False)
     for line in banner(controller):
-        console.print(line, style="dim", markup=False, highlight=False, soft_wrap=True)
+        console.print(line, style="dim", markup=False, highlight=False)
     for line in controller.extensions.problems if controller.extensions else []:
-        console.print(line, style="yellow", markup=False, highlight=False, soft_wrap=True)
+        console.print(line, style="yellow", markup=False, highlight=False)
     for line in recap(controller.harness.messages):  # resuming: where the branch left off
-        console.print(line, markup=False, highlight=False, soft_wrap=True)
+        console.print(line, markup=False, highlight=False)
     # --no-session writes nothing, the input history included.
     history = None if args.no_session else home_of() / "history"
     status = Repl(controller, console=console, history_file=history).run()
     if controller.started and controller.where is not None:
         with contextlib.suppress(OSError):  # the terminal may be gone (SIGHUP)
-            console.print(f"session saved in {controller.where} (mulligan -c to "
-                          "continue)", style="dim", markup=False, highlight=False,
-                          soft_wrap=True)
+            console.print(f"session saved (mulligan -c to continue): {controller.where}",
+                          style="dim", markup=False, highlight=False)
     return status
 

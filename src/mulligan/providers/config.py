@@ -118,7 +118,7 @@ def load_config(home: Path) -> dict[str, Any]:
     if not isinstance(local, dict):
         raise ConfigError(f"{path}: [local] must be a table")
     for key, allowed in (("summarize_on_back", ("ask", "always", "never")),
-                         ("permission_mode", ("ask", "edits", "auto"))):
+                         ("permission_mode", ("ask", "edits", "auto", "plan"))):
         if key in config and config[key] not in allowed:
             raise ConfigError(f"{path}: {key} = {_shown(config[key])}: one of "
                               f"{', '.join(allowed)}")
