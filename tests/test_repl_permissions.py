@@ -52,7 +52,7 @@ def test_a_write_over_a_file_is_asked_with_its_real_diff_shown_once(tmp_path):
         assert "▸ write notes.md  -1 +2" in asked  # the real change, not "-0 +3"
         assert asked.count("+new line") == 1 and asked.count("-old line") == 1
         assert " kept line" in asked
-        assert "waiting for your answer about write" in asked  # not "running write"
+        screen.wait_for("waiting for your answer about write")  # not "running write"
         screen.text("y")
         screen.keys("Enter")
         screen.settled("wrote it", BUSY)
@@ -129,7 +129,8 @@ def test_the_status_line_keeps_model_and_mode_at_80_columns(tmp_path):
         screen.settled("ok", BUSY)
         screen.text("/name a rather long session name for the status line")
         screen.keys("Enter")
-        shown = screen.wait_for("session named")
+        screen.wait_for("session named")
+        shown = screen.wait_for("anthropic/claude-sonnet-4-6 · edits · ")  # the status line
         status = [line for line in shown.splitlines() if "claude-sonnet-4-6 ·" in line][-1]
         assert len(status) < 80
         assert status.startswith("anthropic/claude-sonnet-4-6 · edits · ")

@@ -125,7 +125,7 @@ def test_help_at_120_columns_breaks_no_word(tmp_path):
                                                 height=50) as screen:
         screen.text("/help")
         screen.keys("Enter")
-        shown = screen.wait_for("Ctrl-D, quits.")
+        shown = screen.wait_for("Ctrl-D, quits.", history=True)
     words = " ".join(shown.split())
     for each in listed():
         assert " ".join(each.help.split()) in words, each.name
