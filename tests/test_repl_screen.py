@@ -99,7 +99,8 @@ def test_up_on_an_empty_prompt_recalls_the_last_message(tmp_path):
         screen.keys("Enter")
         screen.settled("first answer", "Esc or Ctrl-C aborts")
         screen.keys("Up")
-        assert screen.wait_for("› my first message").count("my first message") == 2
+        screen.wait_until(lambda shown: shown.count("› my first message") == 2,
+                          "the message back in the input box")
 
 
 def test_ctrl_o_shows_the_last_folded_output_whole(tmp_path):

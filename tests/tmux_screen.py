@@ -70,6 +70,16 @@ class Screen:
             time.sleep(0.05)
         raise AssertionError(f"no {text!r} on the screen:\n{self.screen(history)}")
 
+    def wait_until(self, ok, what: str, limit: float = 20, history: bool = False) -> str:
+        """The screen once `ok(screen)` holds (`what` says what was awaited, if never)."""
+        deadline = time.monotonic() + limit
+        while time.monotonic() < deadline:
+            shown = self.screen(history)
+            if ok(shown):
+                return shown
+            time.sleep(0.05)
+        raise AssertionError(f"never {what}:\n{self.screen(history)}")
+
     def settled(self, text: str, busy: str, limit: float = 20) -> str:
         """The screen and its history once `text` is there and `busy` (a run's spinner) has
         been gone from two captures in a row: the output of a run is printed through a
