@@ -39,7 +39,8 @@ OPEN_LAYERS = {0, len(LAYERS) - 1}
 # and may import anything in it).
 SUBLAYERS: dict[str, list[set[str]]] = {
     "app": [
-        {"models", "permissions", "secrets", "extensions", "workspace", "sessions"},
+        {"models", "permissions", "secrets", "extensions", "importers", "workspace",
+         "sessions"},
         {"rewind"},
         {"usage", "settings", "exports"},
         {"controller"},

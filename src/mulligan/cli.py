@@ -159,6 +159,20 @@ def build_parser() -> argparse.ArgumentParser:
     diff.add_argument("b", metavar="B")
     files = with_file("files", "the files each entry of a branch changed (from its checkpoints)")
     files.add_argument("--leaf", metavar="ID", help="the branch ending at entry ID")
+    imports = actions.add_parser(
+        "import", help="a new Mulligan session from another agent's session file, its tree "
+                       "kept; the new session's path (or id) is the last line printed")
+    imports.add_argument("file", metavar="FILE", nargs="?",
+                         help="a Claude Code transcript, Codex rollout, pi or Tau session")
+    imports.add_argument("--from", dest="source", default="auto",
+                         choices=("auto", "claude-code", "codex", "pi", "tau"),
+                         help="the tool that wrote FILE (default: told from its first lines)")
+    imports.add_argument("-o", "--output", metavar="OUT",
+                         help="the new session file (default: a new session of this folder, "
+                              "or of the database store); never over an existing file")
+    imports.add_argument("--all", dest="all_from", metavar="TOOL",
+                         choices=("claude-code", "codex", "pi"),
+                         help="import every session that tool keeps for this folder")
     with_file("push", "copy a session file into the database store (MULLIGAN_STORE) as a new "
                       "session; its id is the last line printed")
     pull = actions.add_parser("pull", help="write a database session out as a session file, "
@@ -289,5 +303,5 @@ _ACTIONS = {"ls": _action("sessions_ls"), "show": _action("sessions_show"),
             "check": _action("session_check"), "repair": _action("session_repair"),
             "migrate": _action("session_migrate"), "back": _action("sessions_back"),
             "files": _action("sessions_files"), "diff": _action("sessions_diff"),
-            "push": _action("sessions_push"),
+            "push": _action("sessions_push"), "import": _action("sessions_import"),
             "pull": _action("sessions_pull")}

@@ -22,6 +22,7 @@ from mulligan.modes.sessions import (
     sessions_diff,
     sessions_export,
     sessions_files,
+    sessions_import,
     sessions_ls,
     sessions_pull,
     sessions_push,
@@ -30,6 +31,6 @@ from mulligan.modes.sessions import (
 )
 
 __all__ = ["UsageError", "gc", "mcp_list", "run_interactive", "run_print", "session_check",
-           "session_migrate", "session_repair", "sessions_back", "sessions_diff", "sessions_export",
-           "sessions_files", "sessions_ls", "sessions_pull", "sessions_push", "sessions_show",
-           "sessions_tree"]
+           "session_migrate", "session_repair", "sessions_back", "sessions_diff",
+           "sessions_export", "sessions_files", "sessions_import", "sessions_ls",
+           "sessions_pull", "sessions_push", "sessions_show", "sessions_tree"]

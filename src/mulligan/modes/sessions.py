@@ -324,3 +324,64 @@ def sessions_pull(args: argparse.Namespace, out: TextIO) -> int:
     target = write_new(Path(args.output), data)
     print(f"wrote {target} ({data.count(NEWLINE)} entries)", file=out)
     return 0
+
+
+def sessions_import(args: argparse.Namespace, out: TextIO) -> int:
+    """`mulligan sessions import FILE [--from TOOL] [-o OUT]` and `--all TOOL`: each source
+    file read whole (refused by file and line before anything is written), checked as a
+    Mulligan session, then written as a new session: OUT, else a new session of this folder
+    in the store sessions go to. The new session's path (or id) is the last line printed;
+    with --all, one line per file and exit 1 if any could not be read."""
+    from mulligan.app.importers.convert import Unreadable, found_for, read
+
+    cwd = working_folder(args)
+    if args.all_from:
+        if args.file or args.output:
+            raise UsageError("sessions import --all TOOL takes no FILE and no -o")
+        files = found_for(args.all_from, cwd)
+        if not files:
+            print(f"no {args.all_from} sessions for {cwd}", file=out)
+            return 0
+        failed = 0
+        for file in files:
+            try:
+                print(_import_one(file, args.all_from, None, cwd), file=out)
+            except (Unreadable, OSError) as exc:
+                failed += 1
+                print(f"not imported: {exc}", file=sys.stderr)
+        return 1 if failed else 0
+    if not args.file:
+        raise UsageError("sessions import needs FILE (or --all claude-code|codex|pi)")
+    source = read(Path(args.file).expanduser(), args.source)
+    del source  # read once to refuse early by name; _import_one reads it again as it writes
+    print(_import_one(Path(args.file).expanduser(), args.source, args.output, cwd), file=out)
+    return 0
+
+
+def _import_one(file: Path, tool: str, output: str | None, cwd: Path) -> str:
+    """Import `file`; returns the line saying where it went (ending with its path or id)."""
+    import tempfile
+
+    from mulligan.app.exports.linear import write_new
+    from mulligan.app.importers.convert import Unreadable, read, to_lines
+    from mulligan.app.sessions.catalog import new_session_path
+    from mulligan.session import maintenance
+
+    source = read(file, tool)
+    lines = to_lines(source, file)
+    data = b"".join(line + b"\n" for line in lines)
+    with tempfile.TemporaryDirectory() as scratch:  # checked as a session before it is kept
+        trial = Path(scratch) / "imported.jsonl"
+        trial.write_bytes(data)
+        report = maintenance.check(trial)
+        if report.problems:
+            raise Unreadable(f"{file}: the import would not be a sound session: "
+                             f"{report.problems[0]}")
+    said = f"imported {file} ({source.tool}, {len(lines)} entries) into"
+    if output:
+        return f"{said}\n{write_new(Path(output), data)}"
+    sessions = sessions_of(home_of())
+    if sessions.can_push:
+        return f"{said} {sessions.name}\n" + sessions.push(lines, cwd=source.cwd or str(cwd),
+                                                           name=source.name)
+    return f"{said}\n{write_new(new_session_path(home_of(), cwd), data)}"
