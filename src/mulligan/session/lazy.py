@@ -14,14 +14,26 @@ from __future__ import annotations
 
 import mmap
 import os
+from collections.abc import Mapping
 from typing import Any
 
 import orjson
 
-from mulligan.session.entries import Entry
+from mulligan.session.entries import Entry, new_entry
 from mulligan.session.errors import UnknownEntry
 from mulligan.session.index import entry_problem
-from mulligan.session.sidecar import ROOT, Table, file_state, load
+from mulligan.session.sidecar import (
+    KINDS,
+    ROOT,
+    TYPE_OF_KIND,
+    UNRESOLVED,
+    Table,
+    append,
+    file_state,
+    kind_of,
+    line_hash,
+    load,
+)
 from mulligan.session.storage import FileStorage, read_at
 
 
@@ -30,9 +42,14 @@ class Stale(Exception):
 
 
 class LazyFile:
+    """The indexed reader behind `SessionLog` (its other reader is
+    `mulligan.session.whole.WholeRead`): the same questions, answered through the table, or
+    Stale."""
+
     def __init__(self, storage: FileStorage, table: Table) -> None:
         self.storage, self.table = storage, table
         self.parsed: dict[int, Entry] = {}
+        self.stale = False  # a writer went past the lock: only a whole read can say what is
 
     @classmethod
     def open(cls, storage: FileStorage) -> LazyFile | None:
@@ -46,6 +63,8 @@ class LazyFile:
     def refresh(self) -> None:
         """Catch up with appends other writers made (and recorded in the sidecar); Stale if
         the file is not what the table, or a newer sidecar extending it, describes."""
+        if self.stale:
+            raise Stale
         with self.storage.reading() as fd:
             if fd is None:
                 raise Stale
@@ -92,6 +111,62 @@ class LazyFile:
             return int(entry_id[1:]) - 1
         raise UnknownEntry(f"no entry has the id {entry_id!r}", file=self.storage.name,
                            entry_id=str(entry_id))
+
+    def entries(self) -> list[Entry]:
+        raise Stale  # every line: only a whole read gives them, validated
+
+    def entry(self, entry_id: str) -> Entry:
+        return self.entries_at([self.position(entry_id)])[0]
+
+    def of_type(self, type_: str) -> list[Entry]:
+        kind = KINDS.get(type_)
+        if kind is None:  # a type the table does not tell apart
+            raise Stale
+        return self.of_kind(kind)
+
+    def sketch(self) -> tuple[list[Entry], bool]:
+        """Every entry, for drawing the tree folded: the entries on the branch to the tip and
+        the labels themselves, every other one a sketch, {"id", "parent_id", "type"}."""
+        table = self.table
+        if UNRESOLVED in table.parents:
+            raise Stale  # a parent the table cannot follow: the whole file, drawn
+        whole = {e["id"]: e for e in (*self.path(self.tip()), *self.of_kind(KINDS["label"]))}
+        return [whole.get(f"e{at + 1}") or {
+            "id": f"e{at + 1}", "parent_id": None if up == ROOT else f"e{up + 1}",
+            "type": TYPE_OF_KIND[mark & 0xFF]}
+            for at, (up, mark) in enumerate(zip(table.parents, table.marks, strict=True))
+        ], True
+
+    def append(self, type_: str, fields: Mapping[str, Any], parent: str | None,
+               must_exist: str | None) -> str:
+        """One line appended under the file's exclusive lock, the table caught up with the
+        file first (Stale if it cannot be: the log appends as a whole read does), the id and
+        parent from it, the table and the sidecar moved on with the line."""
+        with self.storage.appending(create=False) as writer:
+            if writer is None:
+                raise Stale
+            before = os.fstat(writer.fd)
+            self.adopt(writer.fd, before)
+            self.check_last(writer.fd)  # the id comes from the file, not the table alone
+            if must_exist is not None:
+                self.position(must_exist)
+            table = self.table
+            number = table.count + 1
+            entry = new_entry(f"e{number}", type_,
+                              parent if parent is not None else self.tip(), fields)
+            line = orjson.dumps(entry) + b"\n"  # TypeError here: nothing written
+            writer.write(line, entry)
+            self.parsed[number - 1] = orjson.loads(line[:-1])
+            head, first = table.header(), table.count
+            after = os.fstat(writer.fd)
+            if after.st_size != before.st_size + len(line):  # someone wrote without the lock
+                self.stale = True
+                return str(entry["id"])
+            up = self.position(entry["parent_id"]) if entry["parent_id"] is not None else ROOT
+            table.add(after.st_size, up, kind_of(entry))
+            table.state, table.last = file_state(after), line_hash(line)
+            append(self.storage.name, table, head, first)
+            return str(entry["id"])
 
     def path(self, leaf_id: str | None) -> list[Entry]:
         if leaf_id is None:

@@ -34,7 +34,10 @@ import struct
 import zlib
 from array import array
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from mulligan.session.index import Index
 
 MAGIC = b"MULIDX2\n"  # 2: the header pins the ctime too
 # magic, count, dev, ino, size, mtime_ns, ctime_ns, last-line hash, CRC of the records
@@ -235,6 +238,38 @@ def append(session: str, table: Table, before: bytes, first: int) -> None:
     finally:
         os.close(fd)
     save(session, table)
+
+
+def in_step(session: str, table: Table | None, index: Index, stat: os.stat_result,
+            line: bytes | None, *, persist: bool) -> Table | None:
+    """The table of a file read whole (`index`: every line, as the file is at `stat`), kept
+    in step: `table` extended by the lines read or written since (`line`: the one just
+    written, if any) or, when it described other content, built again; with `persist` the
+    sidecar written (its new records in place when it is in step, else whole). None, and
+    no sidecar, for a file whose ids are not its line numbers."""
+    if table is not None and (table.count > len(index.entries) or (
+            table.count and index.ends[table.count - 1] != table.ends[-1])):
+        table = None  # it described some other content: build it again
+    if table is None:
+        last = line if line is not None else read_last(session, index.ends)
+        built = None if last is None else build(
+            index.entries, index.ends, index.ups(), file_state(stat), last)
+        if built is None:
+            remove(session)
+        elif persist:
+            save(session, built)
+        return built
+    head, first = table.header(), table.count
+    if not table.extend(index.entries, index.ends, index.ups()):
+        remove(session)
+        return None
+    last_line = line if line is not None else read_last(session, index.ends)
+    if last_line is None:
+        return None
+    table.state, table.last = file_state(stat), line_hash(last_line)
+    if persist and table.count > first:  # else the sidecar already says all this
+        append(session, table, head, first)
+    return table
 
 
 def read_last(session: str, ends: Sequence[int]) -> bytes | None:
