@@ -13,7 +13,7 @@ from collections import deque
 from collections.abc import Callable, Generator, Iterable, Sequence
 from typing import cast
 
-from mulligan.loop import Compactor, run_agent
+from mulligan.loop import Compactor, View, run_agent
 from mulligan.messages import Content, Message
 from mulligan.tools import Tool
 from mulligan.wire import Event, Model
@@ -81,6 +81,7 @@ class Harness:
         self._tools: list[Tool] = list(tools)
         self._max_turns = max_turns
         self._messages: list[Message] = list(messages)
+        self._view = View()  # what the model is sent, kept up to date from run to run
         self._lock = threading.Lock()  # guards _running, _abort and _listeners across threads
         self._running = False
         self._abort = threading.Event()
@@ -209,7 +210,7 @@ class Harness:
                          max_turns=self._max_turns,
                          get_steering=lambda: _take_one(self._steering),
                          get_follow_ups=lambda: _take_one(self._follow_ups), abort=abort,
-                         redact=self._redact, compact=self._compact)
+                         redact=self._redact, compact=self._compact, view=self._view)
         fallen: set[object] = set()  # the subscriptions that raised during this run
         failure: Exception | None = None
         started = finished = False

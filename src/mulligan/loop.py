@@ -53,8 +53,8 @@ from mulligan.wire import (
     Model,
 )
 
-__all__ = ["ABORTED", "INTERRUPTED", "Compactor", "Event", "context_for_model", "is_overflow",
-           "repair_tool_history", "run_agent"]
+__all__ = ["ABORTED", "INTERRUPTED", "Compactor", "Event", "View", "context_for_model",
+           "is_overflow", "repair_tool_history", "run_agent"]
 # What get_steering / get_follow_ups return: texts (or ready user messages), often none.
 GetUserMessages = Callable[[], Iterable[str | UserMessage]]
 # compact(record, overflow, abort=...): may shorten the record in place; yields events; True
@@ -87,6 +87,7 @@ def run_agent(
     abort: threading.Event | None = None,
     redact: Callable[[Message], Message] | None = None,
     compact: Compactor | None = None,
+    view: View | None = None,
 ) -> Generator[Event, None, None]:
     """Put `prompt` to `model` and keep going until it stops asking for tools. A generator of
     events (plain dicts with a "type"); `messages` is the record, a list this appends to.
@@ -133,6 +134,10 @@ def run_agent(
     compacted. After an overflow it compacted, the model is called again, once. It is called
     with the run's `abort` as a keyword, so the summary request it makes stops with the run.
 
+    `view`, when given, is the `View` that computes ``context_for_model(messages)`` from
+    what was appended since its last call (the Harness keeps one for its record, so a turn
+    costs the same at turn 1,000 as at turn 10); else the run makes its own.
+
     Never raised: a model's exception (it becomes an error message) or a tool's (run_tool makes
     it a result). Raised: whatever `get_steering` / `get_follow_ups` raise.
 
@@ -145,6 +150,7 @@ def run_agent(
     """
     toolbox = list(tools)
     specs = tool_specs(toolbox)
+    seen = view if view is not None else View()  # context_for_model, kept up to date
     new: list[Message] = []
     # The calls of the current reply that have no result yet: what a close-out must answer.
     unanswered: list[ToolCallBlock] = []
@@ -179,8 +185,8 @@ def run_agent(
                 if compact is not None:
                     yield from compact(messages, False, abort=abort)
                 calls_made += 1
-                view = context_for_model(messages, max_result_chars=_result_limit(model))
-                reply = yield from call_model(model, system, view, specs, abort)
+                sent = seen(messages, max_result_chars=_result_limit(model))
+                reply = yield from call_model(model, system, sent, specs, abort)
             failed = is_failed(reply)
             calls = [] if failed else tool_calls(reply)
             unanswered = list(calls)  # set before the reply is announced: a close there answers
@@ -264,18 +270,7 @@ def context_for_model(messages: Sequence[Message], *,
     rather than whole (one result larger than the model's window would make every later
     request fail). The record keeps it whole.
     """
-    view: list[Message] = []
-    for message in messages:
-        if max_result_chars is not None and message["role"] == "toolResult":
-            message = clip_result(message, max_result_chars)
-        elif message["role"] == "assistant" and is_failed(message):
-            kept: list[Block] = [b for b in message["content"] if b["type"] != "toolCall"]
-            if not kept:
-                continue
-            if len(kept) != len(message["content"]):
-                message = {**message, "content": kept}
-        view.append(message)
-    return repair_tool_history(view)
+    return View()(messages, max_result_chars=max_result_chars)
 
 
 def clip_result(result: ToolResultMessage, limit: int) -> ToolResultMessage:
@@ -334,41 +329,120 @@ def repair_tool_history(messages: Sequence[Message]) -> list[Message]:
     own message objects (plus any INTERRUPTED results), and a valid transcript comes back equal
     to itself.
     """
-    # Live calls are numbered in transcript order; answers maps a call's number to its result.
-    answers: dict[int, ToolResultMessage] = {}
-    latest: dict[str, list[int]] = {}  # id -> numbers of its calls in the latest message
-    early: dict[str, list[ToolResultMessage]] = {}  # results that came before any call of theirs
+    return View(for_model=False)(messages)
 
-    def claim(numbers: list[int], result: ToolResultMessage) -> None:
-        number = next((n for n in numbers if n not in answers), None)
-        if number is not None:  # else every call it could answer already has a result
-            answers[number] = result
 
-    count = 0
-    for message in messages:
-        if message["role"] == "toolResult":
-            numbers = latest.get(message["tool_call_id"])
+def _sent(message: Message, limit: int | None) -> Message | None:
+    """`message` as context_for_model sends it: a failed reply without its tool calls (None
+    when nothing is left), a tool result clipped to `limit`; else the message itself."""
+    if message["role"] == "toolResult":
+        return clip_result(message, limit) if limit is not None else message
+    if message["role"] == "assistant" and is_failed(message):
+        kept: list[Block] = [b for b in message["content"] if b["type"] != "toolCall"]
+        if not kept:
+            return None
+        if len(kept) != len(message["content"]):
+            return {**message, "content": kept}
+    return message
+
+
+class View:
+    """`context_for_model` (or, with ``for_model=False``, `repair_tool_history`) of a record
+    that grows by appends, kept up to date: a call reads only the messages appended since the
+    last one, and rebuilds only the part of the view not yet settled (from the first tool call
+    still without a result). So a turn costs the same at turn 1,000 as at turn 10.
+
+    ``view(messages, max_result_chars=None)`` returns what the pure function returns for
+    `messages`, as a new list. It sees that the record was not just appended to -- shorter,
+    its last-read message no longer in its place (a compaction replaced it), another
+    `max_result_chars` -- and then starts over from the whole record. One View per record
+    (`Harness` keeps one; `run_agent` makes one per run when not given one).
+
+    How results pair with calls (the pure functions' rules): results are moved to just after
+    the assistant message that made their call, in call order; of two results for one call
+    the first wins; a result whose call is nowhere is dropped; a call with no result gets
+    ``INTERRUPTED``. A result answers the call with its id in the latest assistant message
+    before it that made one -- or, when none did, the first one after it. Calls in a failed
+    message are no requests: they get no result, and a result naming them is an orphan.
+    """
+
+    def __init__(self, *, for_model: bool = True) -> None:
+        self._for_model = for_model
+        self._start(None)
+
+    def _start(self, limit: int | None) -> None:
+        self._limit = limit
+        self._read = 0  # messages of the record read
+        self._last: Message | None = None  # the last one read: is the record still the same?
+        self._kept: list[Message] = []  # the record as sent, results still where they came
+        self._first: list[int] = []  # per kept message, the number of its first live call
+        self._answers: dict[int, ToolResultMessage] = {}  # call number -> its result
+        self._latest: dict[str, list[int]] = {}  # id -> its calls in the latest message
+        self._early: dict[str, list[ToolResultMessage]] = {}  # results before any call
+        self._count = 0  # live calls numbered so far
+        self._settled: list[Message] = []  # the view of _kept[:_settled_at], final
+        self._settled_at = 0
+
+    def __call__(self, messages: Sequence[Message], *,
+                 max_result_chars: int | None = None) -> list[Message]:
+        if max_result_chars != self._limit or len(messages) < self._read or (
+                self._read and messages[self._read - 1] is not self._last):
+            self._start(max_result_chars)
+        for message in messages[self._read:]:
+            self._take(message)
+        self._read = len(messages)
+        self._last = messages[-1] if messages else None
+        tail = self._unsettled()  # settles what it can first
+        return self._settled + tail
+
+    def _take(self, message: Message) -> None:
+        """The first pass of the repair, for one appended message."""
+        shown = _sent(message, self._limit) if self._for_model else message
+        if shown is None:
+            return
+        self._kept.append(shown)
+        self._first.append(self._count)
+        if shown["role"] == "toolResult":
+            numbers = self._latest.get(shown["tool_call_id"])
             if numbers is None:
-                early.setdefault(message["tool_call_id"], []).append(message)
+                self._early.setdefault(shown["tool_call_id"], []).append(shown)
             else:
-                claim(numbers, message)
-        elif message["role"] == "assistant" and not is_failed(message):
+                self._claim(numbers, shown)
+        elif shown["role"] == "assistant" and not is_failed(shown):
             made: dict[str, list[int]] = {}
-            for call in tool_calls(message):
-                made.setdefault(call["id"], []).append(count)
-                count += 1
+            for call in tool_calls(shown):
+                made.setdefault(call["id"], []).append(self._count)
+                self._count += 1
             for call_id, numbers in made.items():
-                latest[call_id] = numbers
-                for result in early.pop(call_id, ()):  # earlier than any later result: first
-                    claim(numbers, result)
-    repaired: list[Message] = []
-    count = 0
-    for message in messages:
-        if message["role"] == "toolResult":
-            continue  # put back below, after its call
-        repaired.append(message)
-        if message["role"] == "assistant" and not is_failed(message):
-            for call in tool_calls(message):
-                repaired.append(answers.get(count) or _interrupted(call))
-                count += 1
-    return repaired
+                self._latest[call_id] = numbers
+                for result in self._early.pop(call_id, ()):  # earlier than any later one
+                    self._claim(numbers, result)
+
+    def _claim(self, numbers: list[int], result: ToolResultMessage) -> None:
+        number = next((n for n in numbers if n not in self._answers), None)
+        if number is not None:  # else every call it could answer already has a result
+            self._answers[number] = result
+
+    def _unsettled(self) -> list[Message]:
+        """The second pass, from the first message not settled: each message, then its calls'
+        results. A prefix whose calls all have results can change no more: settled."""
+        out: list[Message] = []
+        settling = True
+        for at in range(self._settled_at, len(self._kept)):
+            message = self._kept[at]
+            part: list[Message] = []
+            whole = True
+            if message["role"] != "toolResult":  # results are put back after their call
+                part.append(message)
+                if message["role"] == "assistant" and not is_failed(message):
+                    for number, call in enumerate(tool_calls(message), self._first[at]):
+                        result = self._answers.get(number)
+                        whole = whole and result is not None
+                        part.append(result or _interrupted(call))
+            if settling and whole:
+                self._settled.extend(part)
+                self._settled_at = at + 1
+            else:
+                settling = False
+                out.extend(part)
+        return out
