@@ -32,6 +32,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from mulligan.messages import Content
 from mulligan.tools import Tool, ToolError
@@ -42,7 +43,7 @@ __all__ = ["MODES", "Answer", "Permissions", "Question"]
 MODES = ("ask", "edits", "auto", "plan")  # Shift-Tab cycles them in this order
 READ_ONLY = frozenset({"read", "ls", "grep", "find"})
 EDITS = frozenset({"write", "edit"})
-ASKING = EDITS | {"bash"}
+ASKING = EDITS | {"bash", "fetch"}
 PREVIEW_LINES = 60
 MCP_PREFIX = "mcp__"
 
@@ -86,6 +87,7 @@ class Permissions:
         self.sandbox = sandbox  # bash runs with only the working folder writable (shown)
         self.workspace = Workspace(root)
         self.always: set[str] = set()
+        self.fetch_allow: tuple[str, ...] = ()  # [tools] fetch_allow: fetched without asking
 
     def describe(self) -> str:
         what = {"ask": "asks before every bash command and file change",
@@ -112,6 +114,11 @@ class Permissions:
             return False
         if self.mode == "edits" and tool in EDITS:
             return self._in_git(str((arguments or {}).get("path", "")))
+        if tool == "fetch":
+            from mulligan.tools.fetch import allowed_domain
+
+            host = urlsplit(str((arguments or {}).get("url", ""))).hostname or ""
+            return not allowed_domain(host, self.fetch_allow)
         return True
 
     def _in_git(self, path: str) -> bool:
@@ -171,6 +178,8 @@ class Permissions:
         """The command, or the diff the change would make (capped)."""
         if tool == "bash":
             return [f"$ {line}" for line in str(arguments.get("command", "")).splitlines()]
+        if tool == "fetch":
+            return [f"fetch {arguments.get('url', '')}"]
         if tool.startswith(MCP_PREFIX):
             shown = json.dumps(dict(arguments), indent=1, ensure_ascii=False).splitlines()
             return shown[:PREVIEW_LINES] + ([f"... {len(shown) - PREVIEW_LINES} more lines"]

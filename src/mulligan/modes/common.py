@@ -14,7 +14,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from mulligan.app import Controller, resolve
+from mulligan.app import Controller, model_label, resolve
 from mulligan.home import mulligan_home
 from mulligan.messages import Content
 
@@ -143,9 +143,13 @@ def build_controller(args: argparse.Namespace, err: TextIO, *, defer: bool = Fal
                             bash_timeout_max=settings.bash_timeout_max,
                             hide_env=secrets.hidden, sandbox=sandbox if sandbox is None
                             or not shared else replace(sandbox, read_only=shared),
-                            read_roots=extensions.read_roots() if extensions else ())
+                            read_roots=extensions.read_roots() if extensions else (),
+                            fetch_allow=None if model_label(model).startswith("local")
+                            else fetch_allow)
 
+    fetch_allow = tuple(config.get("tools", {}).get("fetch_allow", ()))
     permissions = Permissions(settings.permission_mode, cwd, sandbox=sandbox is not None)
+    permissions.fetch_allow = fetch_allow
     tools = permissions.guard(tools_in(cwd))
     if extensions is not None:
         tools = extensions.wrap(tools)

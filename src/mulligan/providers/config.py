@@ -129,12 +129,16 @@ def load_config(home: Path) -> dict[str, Any]:
     _check_fields(path, "attempts", config.get("attempts", {}), {"share": list})
     tools = config.get("tools", {})
     _check_fields(path, "tools", tools, {"hide_env": list, "bash_timeout": (int, float),
-                                         "bash_timeout_max": (int, float)})
+                                         "bash_timeout_max": (int, float),
+                                         "fetch_allow": list})
     for key, value in tools.items():
         if key == "hide_env" and not all(isinstance(v, str) for v in value):
             raise ConfigError(f"{path}: [tools] hide_env = {_shown(value)}: expected a list "
                               "of variable names")
-        if key != "hide_env" and value <= 0:
+        if key == "fetch_allow" and not all(isinstance(v, str) for v in value):
+            raise ConfigError(f"{path}: [tools] fetch_allow = {_shown(value)}: expected a "
+                              "list of domains")
+        if key not in ("hide_env", "fetch_allow") and value <= 0:
             raise ConfigError(f"{path}: [tools] {key} = {value!r}: expected a number of "
                               "seconds above 0")
     return config

@@ -30,16 +30,25 @@ __all__ = [
 def coding_tools(root: str | os.PathLike[str] | Workspace, *, bash_timeout: float = 120.0,
                  bash_timeout_max: float = 1800.0, hide_env: Collection[str] = (),
                  sandbox: Sandbox | None = None,
-                 read_roots: tuple[str | os.PathLike[str], ...] = ()) -> list[Tool]:
+                 read_roots: tuple[str | os.PathLike[str], ...] = (),
+                 fetch_allow: tuple[str, ...] | None = None) -> list[Tool]:
     """read, write, edit, bash, ls, grep and find, all confined to the folder `root` (which must
     exist: NotADirectoryError names it otherwise) through one shared `Workspace`.
     `bash_timeout` is bash's default timeout in seconds; the model may ask for another per
     call, up to `bash_timeout_max`. bash's commands run without the variables in `hide_env`,
     and under bubblewrap with `sandbox`. `read` may also open files under `read_roots`
-    (skill folders), and nothing else outside the folder."""
+    (skill folders), and nothing else outside the folder. With `fetch_allow` (a tuple, maybe
+    empty: the domains that may be private addresses) an eighth tool, `fetch`, reads web
+    pages; under a sandbox without network it refuses every fetch."""
     ws = Workspace(root, read_roots) if read_roots and not isinstance(root, Workspace) \
         else Workspace.of(root)
     bash = bash_tool(ws, timeout=bash_timeout, max_timeout=bash_timeout_max, hide_env=hide_env,
                      sandbox=sandbox)
-    return [read_tool(ws), write_tool(ws), edit_tool(ws), bash, ls_tool(ws), grep_tool(ws),
-            find_tool(ws)]
+    tools = [read_tool(ws), write_tool(ws), edit_tool(ws), bash, ls_tool(ws), grep_tool(ws),
+             find_tool(ws)]
+    if fetch_allow is not None:
+        from mulligan.tools.fetch import fetch_tool
+
+        tools.append(fetch_tool(allow=fetch_allow,
+                                blocked=sandbox is not None and not sandbox.network))
+    return tools
