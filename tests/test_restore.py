@@ -423,3 +423,28 @@ def test_sessions_back_merge_from_the_shell(tmp_path):
     assert done.returncode == 0, done.stderr
     assert "merged 1 file(s)" in done.stdout
     assert (work / "f.txt").read_text() == TEN.replace("line 9\n", "mine 9\n")
+
+
+# ---- no full walk before the first model call (issue 29, item 4) --------------------------
+
+def test_a_print_run_walks_nothing_before_its_first_model_call(tmp_path):
+    """A -p run that changes no file takes no snapshot at all; one that does takes its first
+    one when the first file-changing call runs, and going back to e1 still restores."""
+    work, home = tmp_path / "work", tmp_path / "home"
+    work.mkdir()
+    (work / "kept.txt").write_text("the user's\n")
+    quiet = tmp_path / "quiet.json"
+    quiet.write_text(json.dumps(["just an answer"]))
+    subprocess.run([*RUN, "-p", "hi", "--model", f"scripted:{quiet}"], cwd=work,
+                   env=env_for(home), check=True, capture_output=True)
+    assert not list((home / "checkpoints").glob("trees/*.json"))
+    busy = tmp_path / "busy.json"
+    busy.write_text(json.dumps([write("new.txt", "agent\n"), "done"]))
+    subprocess.run([*RUN, "-p", "go", "--model", f"scripted:{busy}"], cwd=work,
+                   env=env_for(home), check=True, capture_output=True)
+    file = max((home / "sessions").glob("*/*.jsonl"), key=lambda f: f.stat().st_mtime)
+    assert "workspace" not in SessionLog(file).entries()[0]
+    back = subprocess.run([*RUN, "sessions", "back", str(file), "e1", "--files"], cwd=work,
+                          env=env_for(home), capture_output=True, text=True)
+    assert back.returncode == 0, back.stderr
+    assert not (work / "new.txt").exists() and (work / "kept.txt").read_text() == "the user's\n"

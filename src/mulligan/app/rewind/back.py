@@ -29,7 +29,7 @@ A refused restore (`RestoreRefused`) changes neither the folder nor the session 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -70,7 +70,7 @@ def back_plan(log: SessionLog, checkpoints: Checkpoints | None, entry_id: str) -
     log.entry(entry_id)  # UnknownEntry naming it
     checkpoints.attach(log.path)
     found = plan(checkpoints.store, checkpoints.root, log.branch(log.tip()),
-                 log.branch(entry_id))
+                 log.branch(entry_id), _Lazy(log))
     if found is None or not (found.changes or found.conflicts):
         return None
     return found
@@ -183,3 +183,13 @@ def plan_lines(chosen: Plan, *, limit: int = 15) -> list[str]:
     lines += [f"  left as it is: {rel} ({reason})" for rel, reason in chosen.left[:5]]
     lines += [f"  not restorable: {rel} ({reason})" for rel, reason in chosen.not_restorable[:5]]
     return lines
+
+
+class _Lazy:
+    """A session's entries, read only if iterated."""
+
+    def __init__(self, log: SessionLog) -> None:
+        self.log = log
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        return iter(self.log.entries())

@@ -1,13 +1,14 @@
 """Workspace checkpoints: the working folder's state along a session's branches, and putting
 it back without ever destroying a change the agent did not make.
 
-Recording. A baseline snapshot is taken before the first message (on the session_info
-entry); every call of a tool that can change files (`write`, `edit`, `bash`) gets a snapshot
-before it runs and one after, and its toolResult entry carries, as metadata (never sent to
-the model), ``"workspace": {"before", "after", "changed", "outside"}``: the two snapshot ids,
-the paths the call changed, and the paths found changed by someone else since the session
-last looked. The state the session expects the folder in at any entry is the last ``after``
-on its path.
+Recording. Nothing is walked before the first model call: the first snapshot is the one
+taken before the first call that can change files, and an entry before it stands for that
+state (`state_at`). Every call of a tool that can change files (`write`, `edit`, `bash`)
+gets a snapshot before it runs and one after, and its toolResult entry carries, as metadata
+(never sent to the model), ``"workspace": {"before", "after", "changed", "outside"}``: the
+two snapshot ids, the paths the call changed, and the paths found changed by someone else
+since the session last looked. The state the session expects the folder in at any entry is
+the last ``after`` on its path.
 
 Who owns a path. Walking a path's entries, a path the agent changed is the agent's; a path
 changed outside (the user, an editor, another process or session) is the user's until the
@@ -34,7 +35,7 @@ if TYPE_CHECKING:
     from mulligan.app.workspace.restore import Restored
 
 __all__ = ["FILE_TOOLS", "Checkpoints", "RestoreRefused", "expected_tree", "owners",
-           "workspace_of"]
+           "state_at", "workspace_of"]
 
 FILE_TOOLS = frozenset({"write", "edit", "bash"})  # the tools that can change files
 
@@ -66,6 +67,20 @@ def expected_tree(path: Sequence[SessionEntry]) -> str | None:
         if isinstance(after, str):
             return after
     return None
+
+
+def state_at(path: Sequence[SessionEntry], session: Iterable[SessionEntry]) -> str | None:
+    """The snapshot the folder should match at the end of `path`: the last ``after`` on it,
+    else -- no call on `path` changed files, and the first snapshot is taken lazily -- the
+    first ``before`` in the `session`'s entries in file order (the folder before the agent
+    first changed anything)."""
+    found = expected_tree(path)
+    if found is None:
+        for entry in session:
+            before = workspace_of(entry).get("before")
+            if isinstance(before, str):
+                return before
+    return found
 
 
 def owners(path: Sequence[SessionEntry]) -> dict[str, str]:
@@ -125,12 +140,11 @@ class Checkpoints:
                 self.store.exclude_session(Path(session_file))
 
     def baseline(self) -> dict[str, Any]:
-        """The workspace metadata of the session's first entry."""
-        taken = self._take()
-        if taken is None:
-            return {}
-        self._last, self._seen = taken.id, taken
-        return {"workspace": {"after": taken.id}}
+        """The workspace metadata of the session's first entry: none. Nothing is walked
+        before the first model call (a 40k-file folder would make every run wait for it):
+        the first snapshot is the before-snapshot of the first call that can change files,
+        and that is the state an entry before it stands for (`state_at`)."""
+        return {}
 
     def follow(self, path: Sequence[SessionEntry]) -> None:
         """The session is now at the end of `path` (opened, resumed, gone back)."""

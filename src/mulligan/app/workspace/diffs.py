@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import difflib
 
-from mulligan.app.workspace.checkpoints import expected_tree, workspace_of
+from mulligan.app.workspace.checkpoints import expected_tree, state_at, workspace_of
 from mulligan.app.workspace.snapshots import FileFacts, Store, changed_paths
 from mulligan.session import SessionLog
 from mulligan.session.branches import children_of, message_of, subtree_ids
@@ -30,14 +30,16 @@ def diff_span(log: SessionLog, entry_id: str | None) -> tuple[str | None, str | 
                  if (message_of(e) or {}).get("role") == "user"]
         if not users:
             return None, None
-        return expected_tree(here[:users[-1]]), expected_tree(here)
+        turn = users[-1]
+        return state_at(here[:turn], here), expected_tree(here)
     meta = workspace_of(log.entry(entry_id))
     if isinstance(meta.get("before"), str):
         return meta["before"], meta.get("after")
-    before = expected_tree(log.branch(entry_id)[:-1])
     on_here = any(e["id"] == entry_id for e in here)
     end = log.tip() if on_here else subtree_ids(children_of(log.entries()), entry_id)[-1]
-    return before, expected_tree(log.branch(str(end)))
+    branch = log.branch(str(end))
+    at = next(n for n, e in enumerate(branch) if e["id"] == entry_id)
+    return state_at(branch[:at], branch), expected_tree(branch)
 
 
 def snapshot_diff(store: Store, before_id: str, after_id: str, *, cap: int = 400) -> list[str]:

@@ -52,15 +52,15 @@ import errno
 import hashlib
 import os
 import stat
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from mulligan.app.workspace.checkpoints import (
     RestoreRefused,
     SessionEntry,
-    expected_tree,
     owners,
+    state_at,
 )
 from mulligan.app.workspace.merge import Overlap, Step, merge_file, steps
 from mulligan.app.workspace.snapshots import (
@@ -116,11 +116,16 @@ class Restored:
 
 
 def plan(store: Store, root: Path, here: Sequence[SessionEntry],
-         there: Sequence[SessionEntry]) -> Plan | None:
+         there: Sequence[SessionEntry], session: Iterable[SessionEntry] = ()) -> Plan | None:
     """The restore from the end of path `here` to the end of path `there` (see the module
-    docstring); None when either has no checkpoint. Reads the folder, changes nothing in it
-    (it adds the safety snapshot to the store)."""
-    expected_id, target_id = expected_tree(here), expected_tree(there)
+    docstring); `session`: every entry in file order, read only when a path has no
+    snapshot of its own (`state_at`). None when either has no checkpoint. Reads the
+    folder, changes nothing in it (it adds the safety snapshot to the store)."""
+    fork = 0  # the parts that differ: here[fork:] is left, there[fork:] is gone to
+    while fork < min(len(here), len(there)) and here[fork].get("id") == there[fork].get("id"):
+        fork += 1
+    expected_id = state_at(here, session)
+    target_id = state_at(there, session)
     if expected_id is None or target_id is None:
         return None
     expected, target = store.load(expected_id), store.load(target_id)
@@ -129,9 +134,6 @@ def plan(store: Store, root: Path, here: Sequence[SessionEntry],
     result = Plan(target, expected, expected, target_owners=owners(there))
     mine = owners(here)
     recorded = mine.keys() | result.target_owners.keys()
-    fork = 0  # the parts that differ: here[fork:] is left, there[fork:] is gone to
-    while fork < min(len(here), len(there)) and here[fork].get("id") == there[fork].get("id"):
-        fork += 1
     result.forward = fork < len(there)
     result.leaving, result.arriving = steps(here[fork:]), steps(there[fork:])
     candidates = changed_paths(expected.files, target.files)
