@@ -29,7 +29,7 @@ A refused restore (`RestoreRefused`) changes neither the folder nor the session 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -191,5 +191,5 @@ class _Lazy:
     def __init__(self, log: SessionLog) -> None:
         self.log = log
 
-    def __iter__(self) -> Iterator[dict[str, Any]]:
+    def __iter__(self) -> Iterator[Mapping[str, Any]]:
         return iter(self.log.entries())
