@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import random
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -45,15 +46,22 @@ def main() -> int:
     parser.add_argument("--every", type=int, default=1000)
     args = parser.parse_args()
     folder = Path(tempfile.mkdtemp(prefix="mulligan-compaction-bench-"))
+    try:
+        return measure(folder, args.size, args.every)
+    finally:  # the files, and the index beside each, whatever happened
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def measure(folder: Path, size: int, every: int) -> int:
     plain, compacted = folder / "plain.jsonl", folder / "compacted.jsonl"
-    generate(plain, args.size, args.every, compact=False)
-    generate(compacted, args.size, args.every, compact=True)
+    generate(plain, size, every, compact=False)
+    generate(compacted, size, every, compact=True)
     floor = best(3, parse_floor(compacted))
     paused = best(3, parse_floor(compacted, pause_gc=True))
     replayed = best(3, lambda: SessionLog(compacted).replay())
     replayed_plain = best(3, lambda: SessionLog(plain).replay())
     length = len(SessionLog(compacted).replay())
-    print(f"{args.size} entries, a compaction every {args.every} "
+    print(f"{size} entries, a compaction every {every} "
           f"({compacted.stat().st_size / 1e6:.0f} MB)")
     print(f"  orjson parse of every line   {floor * 1000:8.1f} ms "
           f"({paused * 1000:.1f} ms with the collector paused)")
@@ -61,9 +69,6 @@ def main() -> int:
           f"the floor; transcript {length} messages")
     print(f"  replay, no compactions       {replayed_plain * 1000:8.1f} ms  "
           f"{replayed_plain / floor:.2f}x the floor")
-    for file in (plain, compacted):
-        file.unlink()
-    folder.rmdir()
     if replayed / floor > 1.5 or replayed / replayed_plain > 1.1:
         print("MISSED: replay of the compacted session is over 1.5x the floor or 1.1x the "
               "uncompacted replay")
