@@ -1,4 +1,5 @@
-"""No import cycle among src/mulligan's modules, lazy imports (inside functions) included.
+"""No import cycle among src/mulligan's modules, lazy imports (inside functions) included;
+imports under `if TYPE_CHECKING:` are left out (they never run).
 
 Read with `ast`: an import of ``package.module`` (or ``from package import module``) is an
 edge to that module; ``from module import name`` an edge to the module. Cycles are the
@@ -26,7 +27,7 @@ def module_graph(sources: dict[str, tuple[str, bool]]) -> dict[str, set[str]]:
     graph: dict[str, set[str]] = {name: set() for name in sources}
     for name, (text, is_package) in sources.items():
         here = name.split(".") if is_package else name.split(".")[:-1]
-        for node in ast.walk(ast.parse(text)):
+        for node in _runtime_nodes(ast.parse(text)):
             if isinstance(node, ast.Import):
                 graph[name].update(a.name for a in node.names if a.name in sources)
             elif isinstance(node, ast.ImportFrom):
@@ -41,6 +42,21 @@ def module_graph(sources: dict[str, tuple[str, bool]]) -> dict[str, set[str]]:
                     elif base in sources:
                         graph[name].add(base)
     return graph
+
+
+def _runtime_nodes(tree: ast.AST) -> list[ast.AST]:
+    """Every node, except those under `if TYPE_CHECKING:` (never run: for the type checker)."""
+    found, stack = [], [tree]
+    while stack:
+        node = stack.pop()
+        found.append(node)
+        if isinstance(node, ast.If) and (
+                (isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING")
+                or (isinstance(node.test, ast.Attribute) and node.test.attr == "TYPE_CHECKING")):
+            stack.extend(node.orelse)
+            continue
+        stack.extend(ast.iter_child_nodes(node))
+    return found
 
 
 def cycles(graph: dict[str, set[str]]) -> list[set[str]]:
@@ -112,6 +128,9 @@ def test_the_cycle_check_sees_a_lazy_import_closing_a_circle() -> None:
         "pkg.b": ("def later():\n    from . import c\n", False),
         "pkg.c": ("import pkg.a\n", False),
         "pkg.d": ("from pkg import a\n", False),
+        "pkg.e": ("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import pkg.f\n",
+                  False),
+        "pkg.f": ("import pkg.e\n", False),
     }
     assert cycles(module_graph(planted)) == [{"pkg.a", "pkg.b", "pkg.c"}]
     planted["pkg.c"] = ("import pkg.d\n", False)  # through d, still a circle

@@ -22,10 +22,10 @@ from mulligan.app.workspace.snapshots import Store, changed_paths
 from mulligan.brief import message_line
 from mulligan.session import SessionLog
 from mulligan.session.branches import children_of, message_of, path_ids
+from mulligan.session.entries import Entry
 
 __all__ = ["Row", "compare", "pick_adopted", "resolve_entry", "rows_of", "table_lines"]
 
-Entry = Mapping[str, Any]
 
 
 @dataclass

@@ -35,10 +35,10 @@ from mulligan.app.workspace.snapshots import Store
 from mulligan.brief import call_text, cut, flat, message_line
 from mulligan.messages import content_text, image_note, images_in
 from mulligan.session.branches import all_labels, blocks_of, message_of, path_ids
+from mulligan.session.entries import Entry
 
 __all__ = ["to_html"]
 
-Entry = Mapping[str, Any]
 DIFF_LINES = 200  # of one tool call's file changes
 # Raw HTML in a message is text; tables (GitHub's pipe tables) are drawn as tables.
 _MARKDOWN = MarkdownIt("commonmark", {"html": False}).enable("table")

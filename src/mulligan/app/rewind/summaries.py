@@ -30,6 +30,7 @@ from mulligan.messages import Message, content_text, is_failed, text_of, user_me
 from mulligan.providers.facts import window_of
 from mulligan.session import SessionLog
 from mulligan.session.branches import message_of
+from mulligan.session.entries import Entry
 from mulligan.wire import Model
 
 __all__ = ["SYSTEM", "Summary", "abandoned", "ask_model", "context_window", "details_of",
@@ -52,7 +53,6 @@ TOOL_CLIP = 1500  # characters of one tool result in the request
 MAX_SUMMARY = 8000  # characters of a summary kept (about 2k tokens)
 _EXIT = re.compile(r"\[exit code (-?\d+)\]")
 
-Entry = Mapping[str, Any]
 Events = Callable[[dict[str, Any]], None]
 
 
