@@ -40,6 +40,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="how hard the model thinks (Anthropic's thinking budget, OpenAI's "
                              "reasoning effort, Gemini's thinking budget); kept with the "
                              "session")
+    parser.add_argument("--web-search", action="store_true",
+                        help="turn on the provider's own web search (Anthropic's, OpenAI's); "
+                             "its results are recorded with the reply")
     parser.add_argument("--image", action="append", metavar="FILE",
                         help="with -p: attach this PNG, JPEG, GIF or WebP image to TASK "
                              "(repeatable)")

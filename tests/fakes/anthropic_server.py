@@ -95,3 +95,23 @@ def error(status: int, type: str, message: str, headers: dict[str, str] | None =
     return Status(status, {"type": "error", "error": {"type": type, "message": message},
                            "request_id": "req_011CSHoEeqs5C35K2UUqR7Fy"},
                   {"request-id": "req_011CSHoEeqs5C35K2UUqR7Fy", **(headers or {})})
+
+
+def web_search_block(index: int, id: str, query: str) -> list[Event]:
+    """Anthropic's server-side web search call (``server_tool_use``), its query streamed."""
+    return [_start(index, {"type": "server_tool_use", "id": id, "name": "web_search",
+                           "input": {}}),
+            _delta(index, {"type": "input_json_delta", "partial_json": '{"query": '}),
+            _delta(index, {"type": "input_json_delta", "partial_json": f'"{query}"}}'}),
+            _stop(index)]
+
+
+def web_search_results_block(index: int, tool_use_id: str,
+                             pages: list[tuple[str, str]]) -> list[Event]:
+    """The search's results (``web_search_tool_result``): (title, url) per page."""
+    return [_start(index, {"type": "web_search_tool_result", "tool_use_id": tool_use_id,
+                           "content": [{"type": "web_search_result", "title": title,
+                                        "url": url, "encrypted_content": "EqgfCioIARgBIiQ",
+                                        "page_age": "April 30, 2026"}
+                                       for title, url in pages]}),
+            _stop(index)]

@@ -99,6 +99,23 @@ class Reply:
         self.done.append(item)
         return self
 
+    def search(self, query: str, urls: list[str]) -> Reply:
+        """A server-side ``web_search_call`` item (with --web-search)."""
+        index = len(self.done)
+        item_id = f"ws_{index}67c9fa0c8a8c8190a1"
+        item = {"id": item_id, "type": "web_search_call", "status": "completed",
+                "action": {"type": "search", "query": query,
+                           "sources": [{"type": "url", "url": u} for u in urls]}}
+        self.items.append([
+            _ev("response.output_item.added", output_index=index,
+                item={"id": item_id, "type": "web_search_call", "status": "in_progress"}),
+            _ev("response.web_search_call.in_progress", item_id=item_id, output_index=index),
+            _ev("response.web_search_call.searching", item_id=item_id, output_index=index),
+            _ev("response.web_search_call.completed", item_id=item_id, output_index=index),
+            _ev("response.output_item.done", output_index=index, item=item)])
+        self.done.append(item)
+        return self
+
     def sse(self, *, input_tokens: int = 30, cached: int = 10, output_tokens: int = 9,
             reasoning_tokens: int = 4, status: str = "completed",
             incomplete: str | None = None, **sse: Any) -> Sse:

@@ -167,6 +167,12 @@ def build_controller(args: argparse.Namespace, err: TextIO, *, defer: bool = Fal
         note = controller.set_thinking(args.thinking)
         if note:
             print(f"mulligan: {note}", file=err)
+    if args.web_search:
+        from mulligan.providers.thinking import set_web_search
+
+        note = set_web_search(controller.model)
+        if note:
+            print(f"mulligan: {note}", file=err)
     if own is not None:
         controller.model_notice = f"model {own}: this session's own (--model to change)"
     return controller

@@ -48,6 +48,7 @@ from mulligan.providers.streaming import (
 from mulligan.wire import StreamDelta, ToolSpec
 
 DEFAULT_MAX_TOKENS = 16_000
+WEB_SEARCH = {"type": "web_search_20250305", "name": "web_search", "max_uses": 5}
 _CACHE = {"type": "ephemeral"}
 _STOP: dict[str, StopReason] = {
     "end_turn": "stop", "stop_sequence": "stop", "pause_turn": "stop", "tool_use": "toolUse",
@@ -73,7 +74,7 @@ class AnthropicModel(SdkModel):
         max_tokens: int = DEFAULT_MAX_TOKENS, thinking_budget: int | None = None,
         max_retries: int | None = None, backoff: Backoff | None = None,
         sleep: Callable[[float], None] | None = None, timeout: float = 600.0,
-        prompt_caching: bool = True,
+        prompt_caching: bool = True, web_search: bool = False,
         idle_timeout: float = IDLE_TIMEOUT, deadline: float = DEADLINE,
         context_window: int | None = None,
     ) -> None:
@@ -83,6 +84,7 @@ class AnthropicModel(SdkModel):
         self.max_tokens = max_tokens
         self.thinking_budget = thinking_budget
         self.prompt_caching = prompt_caching
+        self.web_search = web_search  # Anthropic's server-side web search tool (--web-search)
         self._client = anthropic.Anthropic(api_key=api_key, base_url=base_url, max_retries=0,
                                            timeout=timeout)
 
@@ -102,6 +104,8 @@ class AnthropicModel(SdkModel):
         if tools:
             params["tools"] = [{"name": t["name"], "description": t["description"],
                                 "input_schema": t["parameters"]} for t in tools]
+        if self.web_search:
+            params.setdefault("tools", []).append(WEB_SEARCH)
         if self.thinking_budget:
             params["thinking"] = {"type": "enabled", "budget_tokens": self.thinking_budget}
             params["max_tokens"] = max(self.max_tokens, self.thinking_budget + 4096)
@@ -223,6 +227,11 @@ class _Fold:
             return self._delta(event.index, event.delta)
         elif kind == "content_block_stop":
             self._closed.add(event.index)
+            block = self._blocks.get(event.index)
+            if block is not None and "server" in block:  # the search's query, as words
+                query = (parse_arguments("".join(self._json[event.index])) or {}).get("query")
+                block["text"] = f"[{block.pop('server')}: {query}]\n" if query else ""
+                return [{"type": "text", "delta": block["text"]}] if block["text"] else []
         elif kind == "message_delta":
             self._stop_reason = event.delta.stop_reason or self._stop_reason
             self._take_usage(event.usage)
@@ -247,7 +256,15 @@ class _Fold:
                                    "arguments": {}}
             self._json[index] = []
             return [{"type": "toolcall", "id": block.id, "name": block.name, "delta": ""}]
-        return []  # server tools and their results: not ours to show or send back
+        if block.type == "server_tool_use":  # a server-side web search: its query streams
+            self._blocks[index] = {"type": "text", "text": "", "server": block.name}
+            self._json[index] = []
+            return []
+        if block.type == "web_search_tool_result":
+            note = _results_note(block.content)
+            self._blocks[index] = {"type": "text", "text": note}
+            return [{"type": "text", "delta": note}]
+        return []  # other server tools and their results: not ours to show or send back
 
     def _delta(self, index: int, delta: Any) -> list[StreamDelta]:
         block = self._blocks.get(index)
@@ -263,6 +280,8 @@ class _Fold:
             block["signature"] = block.get("signature", "") + delta.signature
         elif delta.type == "input_json_delta" and delta.partial_json:
             self._json[index].append(delta.partial_json)
+            if "server" in block:
+                return []
             return [{"type": "toolcall", "id": block["id"], "name": block["name"],
                      "delta": delta.partial_json}]
         return []
@@ -319,6 +338,16 @@ class _Fold:
                     block["invalid_arguments"] = raw
             content.append(block)  # type: ignore[arg-type]
         return content
+
+
+def _results_note(content: Any) -> str:
+    """A web search's results as words for the record: each page's title and URL (or the
+    error the search ended in)."""
+    if not isinstance(content, list):
+        code = getattr(content, "error_code", None) or "error"
+        return f"[web search failed: {code}]\n"
+    lines = [f"- {getattr(r, 'title', '') or ''} <{getattr(r, 'url', '')}>" for r in content]
+    return "[web search results]\n" + "\n".join(lines) + "\n"
 
 
 # --- SDK exceptions -> Failure ---------------------------------------------------------------

@@ -99,6 +99,7 @@ class OpenAIResponsesModel(SdkModel):
              "parameters": t["parameters"], "strict": False} for t in tools]
         if self.web_search:
             specs.append({"type": "web_search"})
+            params["include"].append("web_search_call.action.sources")
         if specs:
             params["tools"] = specs
         if self.reasoning_effort is not None:

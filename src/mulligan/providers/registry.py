@@ -150,6 +150,7 @@ class Deferred:
         self._model: Model | None = None
         self._failure: BaseException | None = None
         self.thinking: str | None = None  # a thinking level, set on the model once built
+        self.web_search = False  # --web-search, likewise
         self._thread = threading.Thread(target=self._build, args=(build,),
                                         name=f"mulligan-load-{name}", daemon=True)
         self._thread.start()
@@ -170,6 +171,10 @@ class Deferred:
             from mulligan.providers.thinking import set_thinking
 
             set_thinking(self._model, self.thinking)
+        if self.web_search:
+            from mulligan.providers.thinking import set_web_search
+
+            set_web_search(self._model)
         return self._model
 
     def complete(self, system: str, messages: list[Message],

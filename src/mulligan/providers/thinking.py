@@ -51,6 +51,28 @@ def set_thinking(model: Any, level: str) -> str | None:
     return None
 
 
+def set_web_search(model: Any) -> str | None:
+    """Turn on the provider's own server-side web search (`--web-search`): Anthropic's web
+    search tool, OpenAI's (Responses API) ``web_search``. Returns None, or why this model has
+    none (the user is told)."""
+    if hasattr(model, "ready") and hasattr(model, "web_search"):  # a Deferred: on build
+        model.web_search = True
+        built = getattr(model, "_model", None)
+        if built is not None:
+            return set_web_search(built)
+        provider = str(model.name).partition("/")[0]
+        return None if provider in ("anthropic", "openai") else _no_search(model.name)
+    if type(model).__name__ in ("AnthropicModel", "OpenAIResponsesModel"):
+        model.web_search = True
+        return None
+    return _no_search(str(getattr(model, "name", type(model).__name__)))
+
+
+def _no_search(name: str) -> str:
+    return (f"{name} has no server-side web search: --web-search does nothing for it (the "
+            "fetch tool still reads pages)")
+
+
 def _note_by_name(name: str) -> str | None:
     provider = name.partition("/")[0]
     return None if provider in ("anthropic", "openai", "google") else _unsupported(name)
