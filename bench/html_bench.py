@@ -8,7 +8,8 @@ Needs Debian's chromium and playwright (as the tests do). The session: one long 
 an abandoned attempt of 5 entries every 100 entries. Prints the export and load times, and
 the median click times (from the click to the second animation frame after it: the branch's
 cards shown and painted) into the first attempt (most of the cards hidden) and back to the
-tip (all of them shown again).
+tip (all of them shown again), and the time of each keystroke typing "abandoned" in the
+search box (the first builds the search index).
 """
 
 from __future__ import annotations
@@ -33,6 +34,16 @@ CLICK = """async (id) => {
   const link = find();
   const start = performance.now();
   link.click();
+  await new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done)));
+  return performance.now() - start;
+}"""
+
+
+TYPE = """async (text) => {
+  const input = document.querySelector("input#search");
+  const start = performance.now();
+  input.value = text;
+  input.dispatchEvent(new Event("input"));
   await new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done)));
   return performance.now() - start;
 }"""
@@ -81,9 +92,14 @@ def measure(browser, folder: Path, entries: int, runs: int) -> dict[str, float]:
         away.append(page.evaluate(CLICK, attempt))
         back.append(page.evaluate(CLICK, tip))
     assert page.is_visible(f"[id='{tip}']")
+    word = "abandoned"
+    keys = [page.evaluate(TYPE, word[:n]) for n in range(1, len(word) + 1)]
+    page.evaluate(TYPE, "")
     page.close()
     return {"export": exported, "load": loaded, "away": statistics.median(away) / 1000,
-            "back": statistics.median(back) / 1000, "size": page_file.stat().st_size}
+            "back": statistics.median(back) / 1000, "size": page_file.stat().st_size,
+            "file": file.stat().st_size, "first_key": keys[0] / 1000,
+            "key": statistics.median(keys[1:]) / 1000}
 
 
 def main() -> int:
@@ -106,7 +122,9 @@ def main() -> int:
     for name, got in (("400 entries (floor)", floor), (f"{args.entries} entries", big)):
         print(f"{name}: export {got['export']:.1f} s, page {got['size'] / 1e6:.1f} MB, "
               f"load {got['load']:.1f} s, click into an attempt {got['away'] * 1000:.0f} ms, "
-              f"back to the tip {got['back'] * 1000:.0f} ms")
+              f"back to the tip {got['back'] * 1000:.0f} ms; page {got['size'] / got['file']:.2f}x "
+              f"the session file; search: first keystroke {got['first_key'] * 1000:.0f} ms "
+              f"(the index built), then {got['key'] * 1000:.0f} ms")
     worst = max(big["away"], big["back"])
     print(f"slowest click at {args.entries}: {worst * 1000:.0f} ms, "
           f"{worst / max(floor['away'], floor['back']):.1f}x the floor; goal well under "

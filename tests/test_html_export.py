@@ -6,6 +6,7 @@ where that is a missing install step."""
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import shutil
@@ -81,11 +82,12 @@ def opened(browser, page_file: Path):
 
 
 def test_the_export_is_one_private_file_that_fetches_nothing(exported):
-    page, _ = exported
+    page, session = exported
     assert stat.S_IMODE(page.stat().st_mode) == 0o600
     text = page.read_text()
     assert "http://" not in text.replace("http://www.w3.org", "") and "https://" not in text
     assert "default-src 'none'" in text
+    assert base64.b64encode(session.read_bytes()).decode()[:40] not in text  # zipped, once
 
 
 def test_the_page_loads_without_errors_and_holds_every_attempt(exported, browser):
@@ -132,6 +134,10 @@ def test_the_embedded_session_file_round_trips(exported, browser):
     page, _ = opened(browser, exported[0])
     text = page.evaluate("window.mulliganSessionText()")
     assert text == exported[1].read_text()
+    with page.expect_download() as download:  # the button gives the file back, unzipped
+        page.click("button#download")
+    assert Path(download.value.path()).read_text() == text
+    assert download.value.suggested_filename.endswith(".jsonl")
     assert len(SessionLog(exported[1]).entries()) == len(text.splitlines())
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import base64
 import functools
+import gzip
 import hashlib
 import html
 import json
@@ -70,7 +71,10 @@ def to_html(entries: Sequence[Entry], tip: str | None, *, title: str, session: b
                                if e.get("type") != "label"),
         "__DATA__": _script_json(data),
         "__FILENAME__": _e(file_name),
-        "__JSONL__": base64.b64encode(redact(session.decode("utf-8", "replace")).encode())
+        # The file once, gzipped (the page unzips it with DecompressionStream): a third of
+        # its size or less, where base64 of the file alone was 1.33x.
+        "__JSONL__": base64.b64encode(gzip.compress(
+            redact(session.decode("utf-8", "replace")).encode(), compresslevel=6, mtime=0))
         .decode(),
     }
     template, script_hash = _template()
