@@ -565,3 +565,19 @@ def test_the_repl_commands_work_on_a_database_session(tmp_path, pg_url):
     list(c.run_prompt("third"))
     assert len(Database(pg_url).sessions()) == 3
     c.close()
+
+
+def test_an_import_with_a_database_store_is_a_database_session_of_the_same_bytes(
+        tmp_path, pg_url):
+    source = Path(__file__).resolve().parent / "fixtures" / "import" / "pi-branched-v3.jsonl"
+    local = tmp_path / "local.jsonl"
+    assert mulligan(tmp_path / "home", tmp_path, "sessions", "import", str(source), "-o",
+                    str(local), store=None).returncode == 0
+    done = mulligan(tmp_path / "home", tmp_path, "sessions", "import", str(source),
+                    store=pg_url)
+    assert done.returncode == 0, done.stderr
+    session_id = done.stdout.strip().splitlines()[-1]
+    pull = mulligan(tmp_path / "home", tmp_path, "sessions", "pull", session_id, "-o",
+                    str(tmp_path / "pulled.jsonl"), store=pg_url)
+    assert pull.returncode == 0, pull.stderr
+    assert (tmp_path / "pulled.jsonl").read_bytes() == local.read_bytes()
