@@ -19,6 +19,7 @@ from mulligan.session.branches import (
     children_of,
     message_leaves,
     message_of,
+    parents_of,
     path_ids,
     subtree_ids,
 )
@@ -66,9 +67,10 @@ def render_tree(
     width = max(width, 20)
     if not entries:
         return ["(empty session: nothing has been said yet)"]
-    children = children_of(entries)
+    up = parents_of(entries)  # once, for the children and the path
+    children = children_of(entries, up)
     by_id = {entry["id"]: entry for entry in entries}
-    tip_path = path_ids(entries, tip)
+    tip_path = path_ids(entries, tip, up)
     on_path = set(tip_path)
     labels = all_labels(entries)
     hidden = {e["id"] for e in entries if e.get("type") == "label"}

@@ -88,7 +88,8 @@ def sessions_tree(args: argparse.Namespace, out: TextIO) -> int:
     if file is None:
         log.branch(leaf)  # a database session: the walk is the check
         return 0
-    report = maintenance.check(file, entries=entries)  # the lines drawn, not parsed again
+    # the lines drawn, and the table their read built, not made again
+    report = maintenance.check(file, entries=entries, table=log.table())
     if report.problems:
         out.flush()
         for problem in report.problems[:10]:

@@ -15,23 +15,26 @@ from mulligan.session.entries import Entry
 from mulligan.session.index import ancestors
 
 
-def children_of(entries: Sequence[Entry]) -> dict[str | None, list[str]]:
+def children_of(entries: Sequence[Entry],
+                up: Mapping[str, str | None] | None = None) -> dict[str | None, list[str]]:
     """Each id's children in file order; the roots are under the key None, and so is an
-    entry whose parent is not in the file (an orphan: drawing code shows it, marked)."""
-    up = _parents(entries)
+    entry whose parent is not in the file (an orphan: drawing code shows it, marked). `up`:
+    `parents_of(entries)`, when the caller has it already."""
+    up = parents_of(entries) if up is None else up
     children: dict[str | None, list[str]] = {}
     for entry in entries:
         children.setdefault(up.get(entry["id"]), []).append(entry["id"])
     return children
 
 
-def path_ids(entries: Sequence[Entry], leaf_id: str | None) -> list[str]:
+def path_ids(entries: Sequence[Entry], leaf_id: str | None,
+             up: Mapping[str, str | None] | None = None) -> list[str]:
     """The ids from the first entry down to `leaf_id`, oldest first ([] for None). Stops, rather
     than loops, at a missing parent or a circle: this is for drawing, and `session.path` is the
-    walk that refuses a broken file."""
+    walk that refuses a broken file. `up`: `parents_of(entries)`, when the caller has it."""
     if leaf_id is None:
         return []
-    up = _parents(entries)
+    up = parents_of(entries) if up is None else up
     if leaf_id not in up:
         return []
     ids = list(ancestors(leaf_id, up.get))
@@ -39,7 +42,7 @@ def path_ids(entries: Sequence[Entry], leaf_id: str | None) -> list[str]:
     return ids
 
 
-def _parents(entries: Sequence[Entry]) -> dict[str, str | None]:
+def parents_of(entries: Sequence[Entry]) -> dict[str, str | None]:
     """Each id's parent id, where that parent is an entry of the file (else None): the `up`
     of `ancestors` for drawing code, which must never crash on a damaged file."""
     ids = {entry["id"] for entry in entries if isinstance(entry.get("id"), str)}
@@ -91,7 +94,7 @@ def message_leaves(entries: Sequence[Entry]) -> list[str]:
     """The message entries that no later message follows: one per attempt the session holds.
     An entry with only non-message entries under it (a label, a branch line nobody wrote after)
     still ends its attempt."""
-    up = _parents(entries)
+    up = parents_of(entries)
     kinds = {entry.get("id"): entry.get("type") for entry in entries}
     followed: set[str] = set()
     for entry in entries:

@@ -114,7 +114,8 @@ class RepairReport:
 
 
 def check(file: str | os.PathLike[str], *,
-          entries: Sequence[Entry] | None = None) -> CheckReport:
+          entries: Sequence[Entry] | None = None,
+          table: sidecar.Table | None = None) -> CheckReport:
     """Read all of `file` and report every problem: lines that are not JSON objects, entries
     without a string id, duplicate ids, ids that are not "e" + their line number, entries
     without a parent_id key, missing parents, circles, message entries whose message lacks the
@@ -122,7 +123,9 @@ def check(file: str | os.PathLike[str], *,
     file. Every line is parsed once (the index, when there is one, is checked against the
     same parse). `entries`: what a `SessionLog`'s full read of this file just gave (every
     line an entry: it refused nothing); they are used instead of parsing the lines again
-    when the file still has exactly that many lines, ending with that last entry."""
+    when the file still has exactly that many lines, ending with that last entry; `table`,
+    with them: the line table that same read built (`SessionLog.table()`), used instead of
+    building it again."""
     name = os.fspath(file)
     report = CheckReport(name)
     try:
@@ -134,6 +137,8 @@ def check(file: str | os.PathLike[str], *,
     torn = bytes(data[ends[-1] if ends else 0:])
     if entries is not None and not _still(entries, data, ends, torn):
         entries = None
+    if entries is None or table is None or table.count != len(entries):
+        table = None
     found: list[tuple[int, dict[str, Any]]] = []  # (line number, entry), first of each id
     line_of: dict[str, int] = {}
     problems = report.problems
@@ -204,9 +209,11 @@ def check(file: str | os.PathLike[str], *,
     problems.sort(key=_first_line)  # in file order, for a person going down the file
     # "branches" means what `mulligan sessions ls` means by it: the attempts the file holds;
     # counted by the line table the index check builds anyway, when the file is sound
-    table = None
-    if not problems:  # every line is an entry: `found` is the file, line for line
-        table = _table_of(name, data, [entry for _, entry in found], ends)
+    if problems:
+        table = None
+    else:  # every line is an entry: `found` is the file, line for line
+        if table is None:
+            table = _table_of(name, data, [entry for _, entry in found], ends)
         report.index, wrong = _index_state(name, len(data), table)
         if wrong:
             problems.append(wrong)
