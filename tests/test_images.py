@@ -247,3 +247,22 @@ def test_exports_show_an_image_as_a_note_in_markdown_and_inline_in_html(tmp_path
     page = (tmp_path / "out.html").read_text()
     assert f'src="data:image/png;base64,{IMAGE["data"]}"' in page
     assert "data:text/html" not in page and "[image: text/html, 0.0 KB]" in page
+
+
+def test_the_repl_sends_an_at_path_image_with_the_prompt(tmp_path: Path) -> None:
+    from mulligan.testing import ScriptedModel, say
+    from test_repl import controller, repl_on
+
+    model = ScriptedModel([say("A red rectangle.")])
+    c = controller(tmp_path, model, None)
+    (tmp_path / "work" / "shot.png").write_bytes(png())
+    with repl_on(c) as repl:
+        shown = repl.type("what is @shot.png?\r")
+        assert "(attached " in shown and "shot.png: image/png, 40x20)" in shown
+        assert "A red rectangle." in shown
+        (tmp_path / "work" / "broken.png").write_bytes(b"\x89PNG\r\n\x1a\n")
+        shown = repl.type("and @broken.png\r")
+        assert "cannot attach" in shown and "nothing was sent" in shown
+    assert model.calls[0].messages[-1]["content"] == [
+        {"type": "text", "text": "what is @shot.png?"}, IMAGE]
+    assert len(model.calls) == 1

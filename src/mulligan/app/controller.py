@@ -39,7 +39,7 @@ from mulligan.harness import Harness
 from mulligan.messages import Content, Message, content_text
 from mulligan.prompts import system_prompt
 from mulligan.providers.thinking import LEVELS as THINKING_LEVELS
-from mulligan.providers.thinking import set_thinking
+from mulligan.providers.thinking import set_thinking, set_web_search
 from mulligan.session import SessionLog, persist_to
 from mulligan.session.branches import message_of, user_messages_on_path, with_attempts
 from mulligan.session.entries import Entry, timestamp
@@ -116,6 +116,7 @@ class Controller:
         # None: each model's default. `thinking_note`: why the model ignores it, if it does.
         self.thinking: str | None = None
         self.thinking_note: str | None = None
+        self.web_search = False  # --web-search: every model of the session gets it
         self.harness = self._harness(model, tools, settings.max_turns, [])
         if session_file is not None:
             self._open(session_file)
@@ -212,6 +213,8 @@ class Controller:
                  max_turns: int | None, messages: list[Message]) -> Harness:
         if self.thinking is not None:
             self.thinking_note = set_thinking(model, self.thinking)
+        if self.web_search:
+            set_web_search(model)
         system = system_prompt(model, self.cwd, base_file=self.settings.system_prompt_file,
                                extra=self.extensions.prompt_text() if self.extensions else "")
         compact = None

@@ -170,6 +170,7 @@ def build_controller(args: argparse.Namespace, err: TextIO, *, defer: bool = Fal
     if args.web_search:
         from mulligan.providers.thinking import set_web_search
 
+        controller.web_search = True  # a model chosen later (/model) gets it too
         note = set_web_search(controller.model)
         if note:
             print(f"mulligan: {note}", file=err)
