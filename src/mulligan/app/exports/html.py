@@ -65,10 +65,10 @@ def to_html(entries: Sequence[Entry], tip: str | None, *, title: str, session: b
     parts = {
         "__TITLE__": _e(title),
         "__META__": _e(meta) + f" · {len(entries)} entries",
-        "__TREE__": _tree(entries, on_path, labels, shown_tip),
+        "__TREE__": _script_json(_tree(entries, on_path, labels, shown_tip)),
         "__SYSTEM__": _system(system),
-        "__CARDS__": "\n".join(_card(e, labels, store) for e in entries
-                               if e.get("type") != "label"),
+        "__CARDS__": _script_json([[e["id"], _card(e, labels, store)] for e in entries
+                                   if e.get("type") != "label"]),
         "__DATA__": _script_json(data),
         "__FILENAME__": _e(file_name),
         # The file once, gzipped (the page unzips it with DecompressionStream): a third of
@@ -145,8 +145,10 @@ def _summary_of(entry: Entry) -> str:
 
 
 def _tree(entries: Sequence[Entry], on_path: set[str], labels: Mapping[str, str],
-          tip: str | None) -> str:
-    """Rows in the shape of /tree, flat (one link per entry, its depth as an indent): the
+          tip: str | None) -> list[list[Any]]:
+    """Rows in the shape of /tree, as data the page draws (`["a", id, depth, attempt it is
+    folded in or "", classes, its text as HTML]`, `["f", attempt, depth, attempt around it or
+    "", fork id]`), flat (one link per entry, its depth as an indent): the
     current path down the left, each attempt off it folded behind a button at its fork point,
     its rows after it, one deeper. Walked with a stack, not recursion: 2,000 attempts nested
     in each other are 2,000 levels of indent, not a RecursionError (nor 2,000 nested elements,
@@ -160,7 +162,7 @@ def _tree(entries: Sequence[Entry], on_path: set[str], labels: Mapping[str, str]
     def kids(of: str | None) -> list[str]:
         return children.get(of, [])
 
-    rows: list[str] = []
+    rows: list[list[Any]] = []
     drawn: set[str] = set()
     roots = kids(None)
     main_root = next((r for r in roots if r in on_path), roots[-1] if roots else None)
@@ -178,17 +180,13 @@ def _tree(entries: Sequence[Entry], on_path: set[str], labels: Mapping[str, str]
             continue
         drawn.add(current)
         if outer is not None:  # an attempt's first entry: its fold button first
-            rows.append(f'<button type="button" class="fold" '
-                        f'data-fold="{group}" data-in="{outer}" aria-expanded="false" '
-                        f'data-d="{depth - 1}" style="--d:{depth - 1}">an attempt from '
-                        f"{_e(parents.get(current) or '')}</button>")
+            rows.append(["f", group, depth - 1, outer, parents.get(current) or ""])
         label = f' <span class="label">[{_e(labels[current])}]</span>' \
             if current in labels else ""
         classes = " ".join(c for c in ("on-branch" if current in on_path else "",
                                        "tip" if current == tip else "") if c)
-        rows.append(f'<a href="#{_e(current)}" data-id="{_e(current)}" data-in="{group}" '
-                    f'class="{classes}" data-d="{depth}" style="--d:{depth}">{_e(current)} '
-                    f"{_e(cut(_summary_of(by_id[current]), 90))}{label}</a>")
+        rows.append(["a", current, depth, group, classes,
+                     f"{_e(current)} {_e(cut(_summary_of(by_id[current]), 90))}{label}"])
         below = kids(current)
         if not below:
             continue
@@ -197,7 +195,7 @@ def _tree(entries: Sequence[Entry], on_path: set[str], labels: Mapping[str, str]
         for side in reversed([k for k in below if k != main]):
             folds += 1
             stack.append((side, depth + 1, f"f{folds}", group))
-    return "\n".join(rows)
+    return rows
 
 
 def _system(system: str | None) -> str:
