@@ -354,7 +354,7 @@ class View:
 
     ``view(messages, max_result_chars=None)`` returns what the pure function returns for
     `messages`, as a new list. It sees that the record was not just appended to -- shorter,
-    its last-read message no longer in its place (a compaction replaced it), another
+    its first or last-read message no longer in its place (a compaction replaced it), another
     `max_result_chars` -- and then starts over from the whole record. One View per record
     (`Harness` keeps one; `run_agent` makes one per run when not given one).
 
@@ -373,7 +373,9 @@ class View:
     def _start(self, limit: int | None) -> None:
         self._limit = limit
         self._read = 0  # messages of the record read
-        self._last: Message | None = None  # the last one read: is the record still the same?
+        # The first and the last message read: is the record still the one read, grown?
+        self._head: Message | None = None
+        self._last: Message | None = None
         self._kept: list[Message] = []  # the record as sent, results still where they came
         self._first: list[int] = []  # per kept message, the number of its first live call
         self._answers: dict[int, ToolResultMessage] = {}  # call number -> its result
@@ -385,12 +387,13 @@ class View:
 
     def __call__(self, messages: Sequence[Message], *,
                  max_result_chars: int | None = None) -> list[Message]:
-        if max_result_chars != self._limit or len(messages) < self._read or (
-                self._read and messages[self._read - 1] is not self._last):
+        if max_result_chars != self._limit or len(messages) < self._read or (self._read and (
+                messages[self._read - 1] is not self._last or messages[0] is not self._head)):
             self._start(max_result_chars)
         for message in messages[self._read:]:
             self._take(message)
         self._read = len(messages)
+        self._head = messages[0] if messages else None
         self._last = messages[-1] if messages else None
         tail = self._unsettled()  # settles what it can first
         return self._settled + tail
