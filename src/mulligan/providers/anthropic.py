@@ -36,6 +36,7 @@ from mulligan.messages import (
     is_failed,
 )
 from mulligan.providers.errors import Failure
+from mulligan.providers.facts import MAX_TOKENS
 from mulligan.providers.retry import Backoff, parse_retry_after
 from mulligan.providers.streaming import (
     DEADLINE,
@@ -47,7 +48,7 @@ from mulligan.providers.streaming import (
 )
 from mulligan.wire import StreamDelta, ToolSpec
 
-DEFAULT_MAX_TOKENS = 16_000
+DEFAULT_MAX_TOKENS = MAX_TOKENS["anthropic"]
 WEB_SEARCH = {"type": "web_search_20250305", "name": "web_search", "max_uses": 5}
 _CACHE = {"type": "ephemeral"}
 _STOP: dict[str, StopReason] = {

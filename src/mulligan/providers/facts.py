@@ -1,4 +1,5 @@
-"""What is known about models by name, in one place: context windows, prices, defaults.
+"""What is known about models by name, in one place: the default models, context windows,
+prices, default reply lengths.
 
 In: a model name ("anthropic/claude-sonnet-4-6", "openai/gpt-5.5", ...). Out: plain numbers.
 Never a guess presented as a fact: a window not known is `DEFAULT_WINDOW` (small, so that a
@@ -11,8 +12,16 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["DEFAULT_WINDOW", "PRICES", "PRICES_AS_OF", "WINDOWS", "price_of", "window_of",
-           "window_for"]
+__all__ = ["DEFAULT_WINDOW", "HOSTED_DEFAULTS", "LOCAL_DEFAULT", "MAX_TOKENS", "PRICES",
+           "PRICES_AS_OF", "WINDOWS", "price_of", "window_for", "window_of"]
+
+LOCAL_DEFAULT = "local/smollm2-135m"
+# Current, not-deprecated models as the installed SDKs list them (anthropic 2.14, openai 3.57).
+HOSTED_DEFAULTS = {"anthropic": "anthropic/claude-sonnet-4-6", "openai": "openai/gpt-5.5",
+                   "google": "google/gemini-2.5-pro"}
+# A reply's default max_tokens, by provider (the local model's is in providers/local.py,
+# with the rest of what it knows about its own context).
+MAX_TOKENS = {"anthropic": 16_000}
 
 # Tokens, by name prefix; the first prefix that matches wins.
 WINDOWS = {"anthropic/": 200_000, "openai/gpt-5": 400_000, "openai/": 128_000,

@@ -33,17 +33,13 @@ from mulligan.providers.config import (
     base_url as configured_base_url,
 )
 from mulligan.providers.errors import ConfigError, MissingApiKey, UnknownModel
-from mulligan.providers.facts import window_for
+from mulligan.providers.facts import HOSTED_DEFAULTS, LOCAL_DEFAULT, window_for
 from mulligan.wire import Model, StreamDelta, ToolSpec
 
 __all__ = ["Deferred", "resolve_model", "default_model_name", "parse_name", "MissingApiKey",
            "UnknownModel", "ConfigError", "LOCAL_DEFAULT", "HOSTED_DEFAULTS",
            "NO_KEY_PLACEHOLDER"]
 
-LOCAL_DEFAULT = "local/smollm2-135m"
-# Current, not-deprecated models as the installed SDKs list them (anthropic 2.14, openai 3.57).
-HOSTED_DEFAULTS = {"anthropic": "anthropic/claude-sonnet-4-6", "openai": "openai/gpt-5.5",
-                   "google": "google/gemini-2.5-pro"}
 # Sent as the key to an OpenAI-compatible server on a base URL when none is configured: local
 # servers (ollama, llama.cpp) check none, and the SDK refuses to start without one.
 NO_KEY_PLACEHOLDER = "not-needed"
