@@ -15,9 +15,18 @@ from typing import Any
 from mulligan.app import Controller, SessionSummary, model_label
 from mulligan.app.exports.export import KINDS
 from mulligan.app.rewind.back import Files, describe, plan_lines
+from mulligan.app.workspace.restore import Plan
 from mulligan.brief import cut, message_line
 from mulligan.frontends.live import compaction_line
-from mulligan.frontends.slash import Outcome, command, help_lines
+from mulligan.frontends.slash import (
+    KeyQuestion,
+    ListPick,
+    OnEvent,
+    Outcome,
+    TreeWalk,
+    command,
+    help_lines,
+)
 from mulligan.frontends.status import usage_lines
 from mulligan.frontends.tree import render_tree
 from mulligan.session.branches import labels_of
@@ -62,14 +71,14 @@ def _tree(c: Controller, args: list[str], width: int) -> Outcome:
     if args and args[0] not in ("all", "go"):
         return Outcome(["usage: /tree [all|go]"], error=True)
     entries, tip = c.tree(folded=not (args and args[0] == "all"))
-    if args and args[0] == "go":  # pick an entry with the arrow keys, and go back to it
-        ids = {e["id"] for e in entries}
-        choices = []
-        for line in render_tree(entries, tip, fold=True, width=width):
-            found = next((w for w in line.split() if w in ids), None)
-            if found is not None:
-                choices.append((found, line[line.index(found) + len(found):].strip()))
-        return Outcome(pick="tree", choices=list(reversed(choices)))
+    if args and args[0] == "go":  # walk every attempt with the keys, and go where you stop
+        every, tip = c.tree(folded=False)
+        return Outcome(pick=TreeWalk(
+            [dict(e) for e in every], tip, label=lambda entry_id, text: _labelled(c, entry_id,
+                                                                            text),
+            then=lambda chosen, on_event: going_back(
+                c, chosen, f"at {chosen}: your next message follows it",
+                on_event=on_event)))
     return Outcome(render_tree(entries, tip, fold=not (args and args[0] == "all"), width=width))
 
 
@@ -82,7 +91,7 @@ def _back(c: Controller, args: list[str], width: int,
         choices = c.back_choices()
         if not choices:
             return Outcome(["/back: there is no message of yours on this branch"], error=True)
-        return Outcome(pick="back", choices=choices)
+        return Outcome(pick=ListPick(choices, lambda chosen, _: back_before(c, chosen)))
     return going_back(c, args[0], f"back at {args[0]}: your next message follows it",
                       summarize=summarize, on_event=on_event)
 
@@ -102,7 +111,7 @@ def _edit(c: Controller, args: list[str], width: int,
         choices = c.back_choices()
         if not choices:
             return Outcome(["/edit: there is no message of yours on this branch"], error=True)
-        return Outcome(pick="edit", choices=choices)
+        return Outcome(pick=ListPick(choices, lambda chosen, _: edit_before(c, chosen)))
     if len(args) > 1:
         return Outcome(["usage: /edit [ID] [--summary]"], error=True)
     parent, text = c.edit_target(args[0] if args else None)
@@ -124,10 +133,9 @@ def _summary_flag(args: list[str]) -> tuple[list[str], bool]:
 def going_back(c: Controller, target: str, said: str, *, fill: str | None = None,
                summarize: bool = False,
                on_event: Callable[[dict[str, Any]], None] | None = None) -> Outcome:
-    """Go back to `target`; when the part being left changed files, first ask what to do
-    with them, and whether to summarise it (the REPL's "files" picker, then
-    `finish_going_back`). `summarize` (or summarize_on_back = "always") asks for a summary
-    of the attempt left."""
+    """Go back (or forward) to `target`; when the files differ from what the agent left
+    there, first ask, with one key, what to do with them (`files_keys`). `summarize` (or
+    summarize_on_back = "always") asks for a summary of the attempt left."""
     summarize = summarize or c.summarize_on_back == "always"
     plan = c.back_plan(target)
     if plan is None:
@@ -136,27 +144,41 @@ def going_back(c: Controller, target: str, said: str, *, fill: str | None = None
     lines = plan_lines(plan)
     lines.append("  (changes outside the folder, and what a background process did after its "
                  "command returned, are not tracked)")
-    flag = "s" if summarize else ""
-    return Outcome(lines, pick="files", choices=[(target, said), ("", flag)], fill=fill)
+
+    def then(key: str, on_event: OnEvent | None) -> Outcome:
+        files: Files | None = FILES_KEYS.get(key)
+        if files is None or (key == "s" and c.summarize_on_back == "never"):
+            return Outcome(["cancelled: nothing was changed"], cancelled=True)
+        return _went_back(c, target, said, files=files, summarize=summarize or key == "s",
+                          fill=fill, on_event=on_event)
+
+    return Outcome(lines, pick=KeyQuestion(files_keys(c, plan), then), fill=fill)
 
 
-def files_question(c: Controller) -> str:
-    """The question the "files" picker asks."""
-    offer = " · s: with a summary of the attempt" if c.summarize_on_back != "never" else ""
-    return (f"Enter: restore the files and go back · k: go back, keep the files as they are"
-            f"{offer} · c: cancel  ")
+FILES_KEYS: dict[str, Files] = {"enter": "keep-mine", "s": "keep-mine", "k": "keep",
+                                "o": "overwrite", "m": "merge"}
 
 
-def finish_going_back(c: Controller, target: str, said: str, answer: str,
-                      on_event: Callable[[dict[str, Any]], None] | None = None) -> Outcome:
-    """The "files" picker's answer: "" (Enter) restores the files and goes back, keeping any
-    the user changed; "k" goes back and keeps the files as they are; "s" (with either) also
-    summarises the attempt left; anything else cancels."""
-    letters = set(answer.replace(" ", ""))
-    if not letters <= {"k", "s"} or ("s" in letters and c.summarize_on_back == "never"):
-        return Outcome(["cancelled: nothing was changed"])
-    return _went_back(c, target, said, files="keep" if "k" in letters else "keep-mine",
-                      summarize="s" in letters, on_event=on_event)
+def _labelled(c: Controller, entry_id: str, text: str) -> None:
+    c.label(entry_id, text)
+
+
+def files_keys(c: Controller, plan: Plan) -> list[tuple[str, str]]:
+    """The keys of the files question, and what each does (worded for going forward when
+    the entry gone to is on another attempt)."""
+    bring = "bring this attempt's files back" if plan.forward else "restore the files"
+    mine = ", keep the ones you changed" if plan.conflicts else ""
+    keys = [("enter", f"{bring}{mine}"),
+            ("k", "go, keep the files as they are" if plan.forward
+             else "go back, keep the files as they are")]
+    if plan.conflicts:
+        keys.append(("o", "overwrite yours too (a copy is kept)"))
+    if plan.merges:
+        keys.append(("m", "merge: take the agent's change out of yours"))
+    if c.summarize_on_back != "never":
+        keys.append(("s", f"{bring}, with a summary of the attempt"))
+    keys.append(("c", "cancel"))
+    return keys
 
 
 def _went_back(c: Controller, target: str, said: str, *, files: Files | None, summarize: bool,
@@ -211,8 +233,9 @@ def _resume(c: Controller, args: list[str], width: int) -> Outcome:
     found = c.sessions()
     if not args:
         return Outcome(format_sessions(found, numbered=True, current=c.where),
-                       pick="resume",
-                       choices=[(s.where, s.name or s.first_message) for s in found])
+                       pick=ListPick([(s.where, s.name or s.first_message) for s in found],
+                                     lambda chosen, _: resume_to(c, chosen),
+                                     show_values=False))
     target = args[0]
     chosen = found[int(target) - 1].where if target.isdigit() and 0 < int(target) <= len(found) \
         else str(Path(target).expanduser())

@@ -38,22 +38,15 @@ from mulligan.app import Controller, LeaseHeld, Refused, model_label
 from mulligan.app.permissions import Answer, Question
 from mulligan.frontends.attachments import with_attachments
 from mulligan.frontends.attempt_commands import busy, live_lines
-from mulligan.frontends.commands import (
-    back_before,
-    count,
-    edit_before,
-    files_question,
-    finish_going_back,
-    going_back,
-    resume_to,
-)
+from mulligan.frontends.commands import count
 from mulligan.frontends.extensions import custom_entries
 from mulligan.frontends.keys import bindings
 from mulligan.frontends.live import LiveRenderer
-from mulligan.frontends.pickers import SlashCompleter
-from mulligan.frontends.slash import Outcome, run_command
+from mulligan.frontends.pickers import SlashCompleter, one_key
+from mulligan.frontends.slash import KeyQuestion, Outcome, TreeWalk, run_command
 from mulligan.frontends.status import status_line
 from mulligan.frontends.toolbar import toolbar
+from mulligan.frontends.tree_walk import walk_tree
 from mulligan.home import create_private
 
 
@@ -380,51 +373,72 @@ class Repl:
                         "aborts: a plain branch line instead)", "dim")
 
     async def _pick(self, outcome: Outcome) -> Outcome:
-        """A numbered picker for /back (your earlier messages) and /resume (sessions)."""
+        """Ask what the outcome's picker asks (a list, one key, the tree to walk), then do
+        what the answer means, off the event loop (it may call the model for a summary)."""
         for shown in outcome.lines:
             self._print(shown)
-        if not outcome.choices:
-            return Outcome()
-        if outcome.pick == "files":
-            picker: PromptSession[str] = PromptSession(input=self.session.input,
-                                                       output=self.session.output)
+        pick, keys_in, screen = outcome.pick, self.session.input, self.session.output
+        answer: str | None
+        if isinstance(pick, KeyQuestion):
+            answer = await one_key(pick.keys, width=self.width or self.console.width,
+                                   input=keys_in, output=screen)
+        elif isinstance(pick, TreeWalk):
+            answer = await self._walk(pick)
+        elif pick is not None and pick.choices:
+            options = [(value, f"{value if pick.show_values else ''}  "
+                               f"{' '.join(words.split())[:90]}".strip())
+                       for value, words in pick.choices]
+            chooser: ChoiceInput[str] = ChoiceInput(
+                message="↑/↓ and Enter to choose, a number to jump, Ctrl-C to cancel:",
+                options=options, show_numbers=True)
             try:
-                answer = (await picker.prompt_async(files_question(self.controller))).strip()
+                # The picker reads the REPL's own input (a pipe, in tests).
+                with create_app_session(input=keys_in, output=screen):
+                    answer = await chooser.prompt_async()
             except (KeyboardInterrupt, EOFError):
-                answer = "c"
-            (target, said), (_, flag) = outcome.choices
-            answer = answer.lower() + (flag if answer.lower() in ("", "k") else "")
-            finished = await self._while_summarising(
-                lambda: finish_going_back(self.controller, target, said, answer,
-                                          on_event=self._summary_event))
-            if finished.error or finished.lines[:1] == ["cancelled: nothing was changed"]:
-                outcome.fill = None
-            finished.fill = outcome.fill
-            return finished
-        options = [(value, f"{value if outcome.pick != 'resume' else ''}  "
-                           f"{' '.join(words.split())[:90]}".strip())
-                   for value, words in outcome.choices]
-        chooser: ChoiceInput[str] = ChoiceInput(
-            message="↑/↓ and Enter to choose, a number to jump, Ctrl-C to cancel:",
-            options=options, show_numbers=True)
-        try:
-            # The picker reads the REPL's own input (a pipe, in tests), not the default one.
-            with create_app_session(input=self.session.input, output=self.session.output):
-                chosen = await chooser.prompt_async()
-        except (KeyboardInterrupt, EOFError):
-            return Outcome(["cancelled"])
-        if chosen is None:
-            return Outcome(["cancelled"])
-        width = self.width or self.console.width
-        if outcome.pick == "back":
-            return _safely(lambda: back_before(self.controller, chosen), width)
-        if outcome.pick == "edit":
-            return _safely(lambda: edit_before(self.controller, chosen), width)
-        if outcome.pick == "tree":
-            return _safely(lambda: going_back(self.controller, chosen,
-                                              f"back at {chosen}: your next message follows "
-                                              "it"), width)
-        return _safely(lambda: resume_to(self.controller, chosen), width)
+                answer = None
+        else:
+            return Outcome()
+        if pick is None or answer is None:
+            return Outcome(["cancelled"], cancelled=True)
+        chosen = answer
+        finished = await self._while_summarising(
+            lambda: pick.then(chosen, self._summary_event))
+        if finished.fill is None and not (finished.error or finished.cancelled):
+            finished.fill = outcome.fill  # /edit's text goes into the box once gone back
+        return finished
+
+    async def _walk(self, walk: TreeWalk) -> str | None:
+        """/tree go: walk the tree until Enter (an entry id) or Esc (None); `l` and `/` ask
+        for their words below it and come back to where the cursor was."""
+        at, query, folded = None, "", set[str]()
+        asker: PromptSession[str] = PromptSession(input=self.session.input,
+                                                  output=self.session.output)
+        while True:
+            chosen = await walk_tree(walk.entries, walk.tip, input=self.session.input,
+                                     output=self.session.output, start=at, query=query,
+                                     folded=folded)
+            if chosen is None:
+                return None
+            action, at = chosen
+            if action == "go":
+                return at
+            try:
+                words = await asker.prompt_async(
+                    f"label for {at} (empty: none): " if action == "label" else "search: ")
+            except (KeyboardInterrupt, EOFError):
+                continue
+            if action == "search":
+                query = words.strip()
+                continue
+            try:
+                walk.label(at, words.strip())
+            except (Refused, ValueError, OSError) as exc:
+                self._print(str(exc), "red")
+                continue
+            walk.entries[:] = [*walk.entries, {"id": f"label:{at}", "type": "label",
+                                               "parent_id": None, "target_id": at,
+                                               "label": words.strip()}]
 
 
 # The live area is the reply being written, not a bar: plain, with the status line

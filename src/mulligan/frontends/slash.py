@@ -27,6 +27,44 @@ COMMAND_MODULES = ("mulligan.frontends.commands", "mulligan.frontends.attempt_co
 Handler = Callable[..., "Outcome"]
 
 
+OnEvent = Callable[[dict[str, Any]], None]
+
+
+@dataclass(frozen=True)
+class ListPick:
+    """Choose one of `choices` ([(value, words)]) with the arrow keys and Enter (or a
+    number); `then(value, on_event)` does what the choice means. `show_values`: print each
+    value before its words (entry ids; not session files)."""
+
+    choices: list[tuple[str, str]]
+    then: Callable[[str, OnEvent | None], Outcome]
+    show_values: bool = True
+
+
+@dataclass(frozen=True)
+class KeyQuestion:
+    """A question answered with one key, no Enter: `keys` ([(key, what it does)], "enter"
+    for Enter) in the order shown; Ctrl-C and Esc answer "c" (cancel). `then(key,
+    on_event)` acts on the answer (it may call the model: run off the event loop)."""
+
+    keys: list[tuple[str, str]]
+    then: Callable[[str, OnEvent | None], Outcome]
+
+
+@dataclass(frozen=True)
+class TreeWalk:
+    """The session's tree to walk with the keys: `then(entry_id, on_event)` goes there;
+    `label(entry_id, text)` labels an entry on the way."""
+
+    entries: list[dict[str, Any]]
+    tip: str | None
+    then: Callable[[str, OnEvent | None], Outcome]
+    label: Callable[[str, str], None]
+
+
+Picker = ListPick | KeyQuestion | TreeWalk
+
+
 @dataclass
 class Outcome:
     """What the REPL should do after a command."""
@@ -35,9 +73,9 @@ class Outcome:
     error: bool = False
     fill: str | None = None          # put this text in the input box
     quit: bool = False
-    pick: str | None = None          # "back", "edit", "tree", "resume" or "files": a picker
-    choices: list[tuple[str, str]] = field(default_factory=list)
+    pick: Picker | None = None       # ask the user first, then do what the answer says
     diff: bool = False               # the lines are a unified diff (coloured by the REPL)
+    cancelled: bool = False          # the user cancelled: nothing was done
     send: str | None = None          # send this text as a prompt (a custom command)
     model: str | None = None         # ... with this model (its front matter's `model`)
 
