@@ -24,7 +24,7 @@ import pytest
 
 from mulligan.app import Controller
 from mulligan.app.attempts.record import rows_of
-from mulligan.app.attempts.session import adopt, start_attempts
+from mulligan.app.attempts.session import adopt, running, start_attempts
 from mulligan.app.permissions import Permissions
 from mulligan.app.settings import Settings
 from mulligan.app.workspace.checkpoints import Checkpoints, RestoreRefused
@@ -288,3 +288,27 @@ def test_under_the_sandbox_an_attempt_reads_the_shared_venv_and_writes_only_its_
     assert (work / "calc.py").read_text() == ORIGINAL and not (work / ".venv" / "new").exists()
     [folder] = (tmp_path / "home" / "attempts").glob("*/1")
     assert (folder / "own").read_text() == "mine\n" and (folder / ".venv").is_symlink()
+
+
+def test_the_slash_commands_compare_show_the_table_and_refuse_by_name(tmp_path):
+    from mulligan.frontends.slash import run_command
+
+    work = project(tmp_path)
+    models = {f"m{k}": ScriptedModel(writes(k)) for k in (1, 2, 3)}
+    controller = _controller(tmp_path, work, models)
+    assert run_command(controller, "/attempts").lines[0].startswith("no attempts")
+    started = run_command(controller, "/try 3 --model m1 --model m2 --model m3 Fix add.")
+    assert not started.error and "permission mode auto" in started.lines[0]
+    attempts = running(controller)
+    assert attempts is not None and attempts.wait(timeout=60)
+    table = run_command(controller, "/attempts")
+    assert [line.split()[:2] for line in table.lines[1:4]] == [
+        [str(k), "ScriptedModel"] for k in (1, 2, 3)] and table.lines[4].startswith("/compare")
+    compared = run_command(controller, "/compare 1 3")
+    assert compared.diff and "-    return a + b" in compared.lines and \
+        "+    return a * b" in compared.lines
+    assert run_command(controller, "/adopt 9").error
+    assert run_command(controller, "/stop").lines == ["no attempts are running"]
+    adopted = run_command(controller, "/adopt 3")
+    assert not adopted.error and (work / "calc.py").read_text() == BODIES[3]
+    controller.close()

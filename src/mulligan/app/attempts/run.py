@@ -216,6 +216,8 @@ class Attempts:
             self._changed(attempt)
 
     def _note(self, attempt: Attempt, event: Event) -> None:
+        if attempt.index in self._stopped and attempt.harness is not None:
+            attempt.harness.abort()  # a stop that came before the run began: now it has
         kind = event.get("type")
         if kind == "turn_start":
             attempt.turns += 1
