@@ -42,7 +42,7 @@ def scripts(tmp_path: Path, seconds: float) -> list[str]:
 class Screen:
     def __init__(self, tmp_path: Path) -> None:
         assert TMUX is not None
-        self.tmux = [TMUX, "-L", f"mulligan-attempts-{os.getpid()}"]
+        self.tmux = [TMUX, "-L", f"mulligan-attempts-{os.getpid()}-{tmp_path.name}"]
         work = tmp_path / "work"
         work.mkdir()
         (work / "calc.py").write_text("def add(a, b):\n    return a - b\n")
