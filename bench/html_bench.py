@@ -1,15 +1,15 @@
-"""The HTML export in Chromium at scale: a click on an entry of a session of 40k entries
-(the branch it shows redrawn and painted), against the same click on a page of 400 entries
-measured in the same run (the floor).
+"""The HTML export in Chromium at scale, against a page of 400 entries measured in the same
+run (the floor): export time and memory, page size, load, a click, a search keystroke.
 
     .venv/bin/python bench/html_bench.py [--entries 40000] [--runs 5]
 
-Needs Debian's chromium and playwright (as the tests do). The session: one long branch with
-an abandoned attempt of 5 entries every 100 entries. Prints the export and load times, and
-the median click times (from the click to the second animation frame after it: the branch's
-cards shown and painted) into the first attempt (most of the cards hidden) and back to the
-tip (all of them shown again), and the time of each keystroke typing "abandoned" in the
-search box (the first builds the search index).
+Needs Debian's chromium and playwright (as the tests do). The export is timed in a fresh
+process against the floor of a fresh process parsing the same file (time and peak memory).
+The session: one long branch with an abandoned attempt of 5 entries every 100 entries.
+Prints the export and load times (to the current branch drawn), the median click times (from
+the click to the second animation frame after it: the branch's cards shown and painted) into
+the first attempt and back to the tip, and the time of each keystroke typing "abandoned" in
+the search box (the first builds the search index).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from pathlib import Path
 CLICK = """async (id) => {
   const find = () => document.querySelector(`nav a[data-id="${id}"]`);
   if (!find()) {  // a row not drawn: unfold and scroll the tree to it, as a person would
-    unfoldTo(id); rowIntoView(id); draw();
+    mulligan.unfoldTo(id); mulligan.rowIntoView(id); mulligan.draw();
     await new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done)));
   }
   const link = find();
@@ -47,6 +47,31 @@ TYPE = """async (text) => {
   await new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done)));
   return performance.now() - start;
 }"""
+
+
+# A fresh process's time and peak memory: parsing the session (the floor), or exporting it.
+PARSE = """
+import resource, sys, time
+from mulligan.session import SessionLog
+start = time.perf_counter()
+SessionLog(sys.argv[1], sidecar=False).entries()
+print(time.perf_counter() - start, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+"""
+EXPORT = """
+import resource, sys, time
+from mulligan.cli import main
+start = time.perf_counter()
+main(["sessions", "export", sys.argv[1], "--format", "html", "-o", sys.argv[2]])
+print(time.perf_counter() - start, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+"""
+
+
+def timed(code: str, *args: str, cwd: Path) -> tuple[float, int]:
+    done = subprocess.run([sys.executable, "-c", code, *args], check=True, capture_output=True,
+                          text=True, env={**os.environ, "MULLIGAN_HOME": str(cwd / "home")},
+                          cwd=cwd)
+    seconds, kb = done.stdout.split()[-2:]
+    return float(seconds), int(kb) * 1024
 
 
 def session(path: Path, entries: int) -> tuple[str, str]:
@@ -78,15 +103,13 @@ def measure(browser, folder: Path, entries: int, runs: int) -> dict[str, float]:
     file = folder / f"s{entries}.jsonl"
     attempt, tip = session(file, entries)
     page_file = folder / f"s{entries}.html"
-    start = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "mulligan", "sessions", "export", str(file),
-                    "--format", "html", "-o", str(page_file)], check=True, capture_output=True,
-                   env={**os.environ, "MULLIGAN_HOME": str(folder / "home")}, cwd=folder)
-    exported = time.perf_counter() - start
+    parsed, parse_memory = timed(PARSE, str(file), cwd=folder)
+    exported, export_memory = timed(EXPORT, str(file), str(page_file), cwd=folder)
     page = browser.new_page()
     start = time.perf_counter()
     page.goto(page_file.as_uri(), timeout=600_000)
-    loaded = time.perf_counter() - start
+    page.wait_for_selector("body[data-ready=true]", state="attached", timeout=600_000)
+    loaded = time.perf_counter() - start  # the current branch drawn
     away, back = [], []
     for _ in range(runs):
         away.append(page.evaluate(CLICK, attempt))
@@ -99,7 +122,8 @@ def measure(browser, folder: Path, entries: int, runs: int) -> dict[str, float]:
     return {"export": exported, "load": loaded, "away": statistics.median(away) / 1000,
             "back": statistics.median(back) / 1000, "size": page_file.stat().st_size,
             "file": file.stat().st_size, "first_key": keys[0] / 1000,
-            "key": statistics.median(keys[1:]) / 1000}
+            "key": statistics.median(keys[1:]) / 1000, "parse": parsed,
+            "parse_memory": parse_memory, "export_memory": export_memory}
 
 
 def main() -> int:
@@ -125,6 +149,10 @@ def main() -> int:
               f"back to the tip {got['back'] * 1000:.0f} ms; page {got['size'] / got['file']:.2f}x "
               f"the session file; search: first keystroke {got['first_key'] * 1000:.0f} ms "
               f"(the index built), then {got['key'] * 1000:.0f} ms")
+    print(f"export at {args.entries}: {big['export']:.1f} s, {big['export'] / big['parse']:.1f}x "
+          f"the parse floor ({big['parse']:.1f} s); peak memory "
+          f"{big['export_memory'] / 1e6:.0f} MB, {big['export_memory'] / big['parse_memory']:.1f}x "
+          f"the parse's ({big['parse_memory'] / 1e6:.0f} MB)")
     worst = max(big["away"], big["back"])
     print(f"slowest click at {args.entries}: {worst * 1000:.0f} ms, "
           f"{worst / max(floor['away'], floor['back']):.1f}x the floor; goal well under "

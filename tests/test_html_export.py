@@ -78,7 +78,13 @@ def opened(browser, page_file: Path):
     page.on("pageerror", lambda error: errors.append(str(error)))
     page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
     page.goto(page_file.as_uri())
+    ready(page)
     return page, errors
+
+
+def ready(page):
+    """Wait for the page's script: it unzips the tree and the cards before it draws them."""
+    page.wait_for_selector("body[data-ready=true]", state="attached", timeout=30_000)
 
 
 def test_the_export_is_one_private_file_that_fetches_nothing(exported):
@@ -92,8 +98,9 @@ def test_the_export_is_one_private_file_that_fetches_nothing(exported):
 
 def test_the_page_loads_without_errors_and_holds_every_attempt(exported, browser):
     page, errors = opened(browser, exported[0])
-    held = page.content()  # the cards off the branch wait in a <template>, still on the page
-    assert "FIRST ATTEMPT" in held and "SECOND ATTEMPT" in held
+    assert "SECOND ATTEMPT" in page.text_content("main")  # the tip's branch, drawn
+    page.evaluate("mulligan.show('e5')")  # the first attempt's last entry, from the page
+    assert "FIRST ATTEMPT" in page.text_content("main")
     assert errors == []
 
 
@@ -121,6 +128,7 @@ def test_a_click_shows_the_branch_through_that_entry(exported, browser):
 def test_a_link_per_entry_opens_its_branch(exported, browser):
     page = browser.new_page()
     page.goto(exported[0].as_uri() + "#e3")
+    ready(page)
     assert page.is_visible("#e3") and not page.is_visible("#e9")
 
 
@@ -200,6 +208,7 @@ def test_two_thousand_nested_attempts_export_open_and_unfold(tmp_path, browser):
     errors: list[str] = []
     page.on("pageerror", lambda error: errors.append(str(error)))
     page.goto(page_file.as_uri() + "#a1999")  # the deepest attempt: unfolded, shown
+    ready(page)
     assert page.is_visible("nav a[data-id=a1999]") and page.is_visible("#a1999")
     assert page.is_visible("#a1990") and not page.is_visible("#b0")
     page.evaluate("document.querySelector('nav div.tree').scrollTop = 0")
@@ -229,6 +238,7 @@ def test_tables_the_session_name_and_a_narrow_screen(tmp_path, browser):
     page_file = export_of(tmp_path, lines)
     page = browser.new_page(viewport={"width": 375, "height": 700})
     page.goto(page_file.as_uri())
+    ready(page)
     assert page.title().startswith("Speed-up of grep")
     assert page.text_content("main table th") == "tool"
     assert page.text_content("main table td") == "grep"
@@ -237,3 +247,19 @@ def test_tables_the_session_name_and_a_narrow_screen(tmp_path, browser):
     nav, main = page.query_selector("nav").bounding_box(), page.query_selector("main") \
         .bounding_box()
     assert main["width"] >= 340 and main["y"] >= nav["y"] + nav["height"] - 1  # one column
+
+
+def test_a_key_in_the_session_is_redacted_in_every_part_of_the_page(tmp_path, browser):
+    key = "sk-ant-page-0123456789abcdef"
+    session, page_file = tmp_path / "leaky.jsonl", tmp_path / "leaky.html"
+    session.write_text("".join(json.dumps(line) + "\n" for line in [
+        user_entry("e1", None, f"my key is {key}"), user_entry("e2", "e1", "thanks")]))
+    subprocess.run([PYTHON, "-m", "mulligan", "sessions", "export", str(session), "--format",
+                    "html", "-o", str(page_file)], cwd=tmp_path, check=True, capture_output=True,
+                   env={**os.environ, "MULLIGAN_HOME": str(tmp_path / "home"),
+                        "ANTHROPIC_API_KEY": key})
+    page, _ = opened(browser, page_file)
+    shown = page.text_content("main") + page.text_content("nav")
+    assert key not in shown and "[redacted: ANTHROPIC_API_KEY]" in shown
+    text = page.evaluate("window.mulliganSessionText()")
+    assert key not in text and "[redacted: ANTHROPIC_API_KEY]" in text

@@ -65,17 +65,17 @@ def to_html(entries: Sequence[Entry], tip: str | None, *, title: str, session: b
     parts = {
         "__TITLE__": _e(title),
         "__META__": _e(meta) + f" · {len(entries)} entries",
-        "__TREE__": _script_json(_tree(entries, on_path, labels, shown_tip)),
+        "__TREE__": _zipped(redact(json.dumps(_tree(entries, on_path, labels, shown_tip),
+                                              ensure_ascii=False))),
         "__SYSTEM__": _system(system),
-        "__CARDS__": _script_json([[e["id"], _card(e, labels, store)] for e in entries
-                                   if e.get("type") != "label"]),
+        "__CARDS__": _zipped(redact(json.dumps(
+            [[e["id"], _card(e, labels, store)] for e in entries if e.get("type") != "label"],
+            ensure_ascii=False))),
         "__DATA__": _script_json(data),
         "__FILENAME__": _e(file_name),
         # The file once, gzipped (the page unzips it with DecompressionStream): a third of
         # its size or less, where base64 of the file alone was 1.33x.
-        "__JSONL__": base64.b64encode(gzip.compress(
-            redact(session.decode("utf-8", "replace")).encode(), compresslevel=6, mtime=0))
-        .decode(),
+        "__JSONL__": _zipped(redact(session.decode("utf-8", "replace"))),
     }
     template, script_hash = _template()
     # One pass over the template: what a slot is filled with is never searched for slots
@@ -93,9 +93,15 @@ def _template() -> tuple[str, str]:
     """The page's template and the CSP hash of its one inline script: the policy allows that
     script and nothing else -- no other inline script, no inline event handler (`onfocus=`)."""
     page = resources.files("mulligan.app.exports").joinpath("html_template.html").read_text("utf-8")
-    (script,) = re.findall(r"<script>(.*?)</script>", page, flags=re.DOTALL)
+    (script,) = re.findall(r'<script type="module">(.*?)</script>', page, flags=re.DOTALL)
     digest = base64.b64encode(hashlib.sha256(script.encode()).digest()).decode()
     return page, digest
+
+
+def _zipped(text: str) -> str:
+    """`text` as the page carries data: base64 of its gzipped UTF-8 (the page unzips it with
+    DecompressionStream). Keys are redacted before, in the text: never in the zipped bytes."""
+    return base64.b64encode(gzip.compress(text.encode(), compresslevel=6, mtime=0)).decode()
 
 
 def _e(text: Any) -> str:
