@@ -113,3 +113,23 @@ def test_tree_go_walks_to_an_abandoned_attempt_and_brings_its_files_back(tmp_pat
     log = SessionLog(file)
     assert log.entry(log.tip())["type"] == "workspace_restore"
     assert [e["label"] for e in log.entries() if e["type"] == "label"] == ["first try"]
+
+
+def test_fork_names_the_copy_and_resume_names_a_missing_number(tmp_path):
+    with ScriptedServer([wire.text_reply("an answer")]) as server, \
+            Screen(tmp_path, server.url, width=120) as screen:
+        screen.wait_for("›")
+        screen.text("a question")
+        screen.keys("Enter")
+        screen.settled("an answer", BUSY)
+        screen.text("/name tidy-up")
+        screen.keys("Enter")
+        screen.wait_for("session named")
+        screen.text("/fork")
+        screen.keys("Enter")
+        screen.wait_for("you are in the new session now")
+        screen.wait_for("· tidy-up (fork)")  # the status line names the copy
+        screen.text("/resume 99")
+        screen.keys("Enter")
+        assert "/resume: there is no session 99 in this folder (/sessions numbers its 2 " \
+            "sessions)" in " ".join(screen.wait_for("no session 99").split())

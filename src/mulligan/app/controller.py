@@ -454,9 +454,12 @@ class Controller:
         log = self._need_file("/fork")
         destination = self.place.new(self.cwd)
         new_lease = destination.lease()
+        info = {"model": model_label(self.model)}
+        if self.session_name():  # the copy is told apart by its name: "NAME (fork)"
+            info["name"] = f"{self.session_name()} (fork)"
         try:
             write_linear(log.entries(), log.tip(), destination, origin_file=origin_of(log),
-                         info={"model": model_label(self.model)})
+                         info=info)
         except BaseException:
             new_lease.release()
             raise

@@ -237,8 +237,11 @@ def _resume(c: Controller, args: list[str], width: int) -> Outcome:
                                      lambda chosen, _: resume_to(c, chosen),
                                      show_values=False))
     target = args[0]
-    chosen = found[int(target) - 1].where if target.isdigit() and 0 < int(target) <= len(found) \
-        else str(Path(target).expanduser())
+    if target.isdigit() and not 0 < int(target) <= len(found):
+        return Outcome([f"/resume: there is no session {target} in this folder (/sessions "
+                        f"numbers its {count(len(found), 'session')})"], error=True)
+    chosen = found[int(target) - 1].where if target.isdigit() else \
+        str(Path(target).expanduser())
     return resume_to(c, chosen)
 
 

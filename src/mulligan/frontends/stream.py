@@ -12,7 +12,6 @@ Never prints by itself; never raises on odd Markdown (it is just text to markdow
 from __future__ import annotations
 
 from rich.console import Console
-from rich.markdown import Markdown
 from rich.segment import Segment
 from rich.text import Text
 
@@ -64,6 +63,9 @@ class MarkdownStream:
                 finished = self._scanned
 
     def _new_lines(self, text: str) -> list[Text]:
+        # At the first reply, not at start: markdown-it is paid once the prompt is up.
+        from rich.markdown import Markdown
+
         rendered = self.console.render_lines(Markdown(text, code_theme="monokai"),
                                              self.console.options, pad=False, new_lines=False)
         lines = [_trimmed(line) for line in rendered]

@@ -54,10 +54,14 @@ def choose_session(args: argparse.Namespace, sessions: Any, cwd: Path) -> Any:
     """The session a run will use (None for --no-session): the app chooses, the REPL's
     picker draws the -r choice."""
     from mulligan.app.sessions.stores import choose_session as choose
-    from mulligan.frontends.pickers import pick_session
 
+    pick = None
+    if args.resume:  # only -r draws a picker: -p and -c import no terminal UI
+        from mulligan.frontends.pickers import pick_session
+
+        pick = pick_session
     return choose(sessions, cwd, no_session=args.no_session, session=args.session,
-                  continue_=args.continue_, pick=pick_session if args.resume else None)
+                  continue_=args.continue_, pick=pick)
 
 
 def own_model(session: Any) -> str | None:

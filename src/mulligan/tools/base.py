@@ -13,9 +13,6 @@ import threading
 from collections.abc import Callable
 from typing import Any, NotRequired, TypedDict
 
-from jsonschema import Draft202012Validator
-from jsonschema.validators import validator_for
-
 from mulligan.messages import Content, ToolCallBlock, ToolResultMessage, is_content
 from mulligan.wire import ToolSpec
 
@@ -49,6 +46,11 @@ def check_arguments(tool: Tool, arguments: Any) -> None:
     2020-12). Returns None when they fit; otherwise raises ToolError("Invalid arguments for
     <tool>: ...") naming each offending argument, then the arguments the tool expects. Never
     changes `arguments`."""
+    # Imported at the first tool call, not at start: jsonschema is a fifth of the REPL's
+    # time to its first prompt.
+    from jsonschema import Draft202012Validator
+    from jsonschema.validators import validator_for
+
     schema = tool["parameters"]
     validator = validator_for(schema, default=Draft202012Validator)(schema)
     errors = sorted(validator.iter_errors(arguments),

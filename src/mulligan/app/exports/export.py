@@ -13,7 +13,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from mulligan.app.exports.html import to_html
 from mulligan.app.exports.linear import to_markdown, write_linear, write_new
 from mulligan.app.sessions.catalog import new_session_path
 from mulligan.session import SessionLog
@@ -43,6 +42,9 @@ def render(log: SessionLog, kind: Literal["md", "html"], leaf: str | None = None
     entries = log.entries()
     if kind == "md":
         return to_markdown(entries, leaf, title=f"Session {stem}")
+    # Only when asked: markdown-it and the page's template cost the REPL's start 60 ms.
+    from mulligan.app.exports.html import to_html
+
     return to_html(entries, leaf, title=f"Session {stem}", session=log.storage.whole(),
                    file_name=f"{stem}.jsonl", system=system, store=store, redact=redact)
 
