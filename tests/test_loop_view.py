@@ -105,7 +105,7 @@ def test_a_view_starts_over_when_the_record_was_replaced() -> None:
 
 def test_an_appended_message_is_the_only_one_read() -> None:
     class Counted(list):  # type: ignore[type-arg]
-        """A record that counts the messages read out of it by index or slice."""
+        """A record that counts the messages read out of it: by index, slice or walk."""
 
         read = 0
 
@@ -113,6 +113,10 @@ def test_an_appended_message_is_the_only_one_read() -> None:
             got = super().__getitem__(index)
             Counted.read += len(got) if isinstance(index, slice) else 1
             return got
+
+        def __iter__(self) -> Any:
+            Counted.read += len(self)
+            return super().__iter__()
 
     record = Counted()
     view = View()
