@@ -129,7 +129,7 @@ def build_parser() -> argparse.ArgumentParser:
                              "file of this folder; html default: <session>.html here); never "
                              "over an existing file")
     with_file("check", "report problems in a session file (exit status 1 if any)")
-    with_file("repair", "set a torn last line aside (into a sidecar file, never deleted) so the "
+    with_file("repair", "set a torn last line aside (into a file of its own, never deleted) so the "
                         "session can be read and appended to again; exit status 1 if other "
                         "damage is left")
     migrate = actions.add_parser("migrate", help="rewrite a session file from before parents "
