@@ -11,6 +11,7 @@ session file and the user's folder as it was."""
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -222,7 +223,7 @@ def _kill_inside(folder: Path) -> None:
 
 
 def test_the_html_export_labels_the_attempts_and_escapes_a_hostile_model_name(tmp_path):
-    from mulligan.app.exports.html import to_html
+    from mulligan.app.exports.html import page_parts, to_html
 
     project(tmp_path)
     models = [a for k in (1, 2) for a in ("--model", script(tmp_path, *writes(k)))]
@@ -233,8 +234,9 @@ def test_the_html_export_labels_the_attempts_and_escapes_a_hostile_model_name(tm
     entries = log.entries()
     first = next(e for e in entries if e.get("attempt", {}).get("index") == 1)
     hostile = dict(first, attempt={**first["attempt"], "model": "<script>x</script>"})
-    page = to_html([hostile if e is first else e for e in entries], log.tip(), title="t",
-                   session=file.read_bytes(), file_name="s.jsonl")
+    parts = page_parts(to_html([hostile if e is first else e for e in entries], log.tip(),
+                               title="t", session=file.read_bytes(), file_name="s.jsonl"))
+    page = parts["html"] + json.dumps(parts["rows"]) + " ".join(parts["cards"].values())
     assert "attempt 2/2 · scripted/script1.json · check passed" in page
     assert "&lt;script&gt;x&lt;/script&gt; · check passed" in page and "<script>x" not in page
 

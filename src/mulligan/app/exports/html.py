@@ -38,7 +38,7 @@ from mulligan.messages import content_text, image_note, images_in
 from mulligan.session.branches import all_labels, blocks_of, message_of, path_ids
 from mulligan.session.entries import Entry
 
-__all__ = ["to_html"]
+__all__ = ["page_parts", "to_html"]
 
 DIFF_LINES = 200  # of one tool call's file changes
 # Raw HTML in a message is text; tables (GitHub's pipe tables) are drawn as tables.
@@ -96,6 +96,22 @@ def _template() -> tuple[str, str]:
     (script,) = re.findall(r'<script type="module">(.*?)</script>', page, flags=re.DOTALL)
     digest = base64.b64encode(hashlib.sha256(script.encode()).digest()).decode()
     return page, digest
+
+
+def page_parts(page: str) -> dict[str, Any]:
+    """What a page made by `to_html` carries, unzipped: "rows" (the tree's rows), "cards" (id
+    -> the card's HTML), "session" (the embedded session file's text), and "html" (the page
+    with the zipped parts left out), for a program -- or a test -- that reads a page."""
+    def part(name: str) -> str:
+        found = re.search(rf'<script id="{name}" type="application/gzip"[^>]*>([^<]*)</script>',
+                          page)
+        return gzip.decompress(base64.b64decode(found[1])).decode() if found else ""
+
+    return {"rows": json.loads(part("rows-data") or "[]"),
+            "cards": dict(json.loads(part("cards-data") or "[]")),
+            "session": part("session-jsonl"),
+            "html": re.sub(r'(<script id="[a-z-]+" type="application/gzip"[^>]*>)[^<]*',
+                           r"\1", page)}
 
 
 def _zipped(text: str) -> str:
