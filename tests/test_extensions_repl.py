@@ -26,6 +26,7 @@ def project(tmp_path: Path) -> Path:
         {"matcher": "mcp__.*", "hooks": [{"type": "command", "command": "exit 0"}]}]}}))
     (work / ".claude" / "commands" / "greet.md").write_text(
         "---\ndescription: Greet someone\n---\nSay hello to $1.\n")
+    (work / ".claude" / "commands" / "help.md").write_text("Not the built-in help.\n")
     return work
 
 
@@ -40,6 +41,7 @@ def test_a_trusted_folders_servers_hooks_and_commands_in_the_repl(tmp_path):
     term.expect("Trust this folder and use it? [y/N]")
     term.type("y\r")
     term.expect("/help for commands")
+    term.expect("help.md: /help is a built-in command; not loaded (rename the file)")
     term.type("go\r")
     term.expect("allow mcp__odd__echo?")
     term.type("a\r")

@@ -88,8 +88,7 @@ class Ran:
     def line(self) -> str:
         what = f"{self.hook.event}{f' ({self.tool_name})' if self.tool_name else ''}"
         said = f": {self.stderr.strip().splitlines()[0][:200]}" if self.stderr.strip() else ""
-        code = "timed out" if self.exit_code is None and self.outcome == "failed" \
-            and "timed out" in self.stderr else f"exit {self.exit_code}"
+        code = f"exit {self.exit_code}" if self.exit_code is not None else "no exit"
         return f"hook {what}: {self.hook.command} -> {code}, {self.outcome}{said}"
 
 
