@@ -41,7 +41,7 @@ def test_a_trusted_folders_servers_hooks_and_commands_in_the_repl(tmp_path):
     term.expect("Trust this folder and use it? [y/N]")
     term.type("y\r")
     term.expect("/help for commands")
-    term.expect("help.md: /help is a built-in command; not loaded (rename the file)")
+    term.expect("built-in command; not loaded (rename the file)")  # help.md, wrapped
     term.type("go\r")
     term.expect("allow mcp__odd__echo?")
     term.type("a\r")
