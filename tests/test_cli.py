@@ -330,7 +330,7 @@ def test_the_repl_refuses_a_stdin_that_is_not_a_terminal(tmp_path):
 def test_sessions_ls_says_which_session_is_in_use_and_by_whom(tmp_path, two_attempts):
     holder = subprocess.Popen(
         [PYTHON, "-c",
-         "import sys; from mulligan.session.lease import acquire;"
+         "import sys; from mulligan.session.stores.lease import acquire;"
          f"acquire(__import__('pathlib').Path({str(two_attempts)!r})); print('held', flush=True);"
          "sys.stdin.read()"],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)

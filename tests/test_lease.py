@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from mulligan.session.lease import LeaseHeld, acquire, is_free, lease_path, read_holder
+from mulligan.session.stores.lease import LeaseHeld, acquire, is_free, lease_path, read_holder
 
 
 def test_the_lease_file_names_this_process_and_goes_away_on_release(tmp_path):
@@ -26,7 +26,7 @@ def test_a_second_writer_is_refused_with_the_holders_pid(tmp_path):
     session = tmp_path / "s.jsonl"
     holder = subprocess.Popen(
         [sys.executable, "-c",
-         "import sys,time; from mulligan.session.lease import acquire;"
+         "import sys,time; from mulligan.session.stores.lease import acquire;"
          f"acquire(__import__('pathlib').Path({str(session)!r})); print('held', flush=True);"
          "sys.stdin.read()"],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
@@ -45,7 +45,7 @@ def test_a_lease_whose_process_was_killed_is_taken_over(tmp_path):
     session = tmp_path / "s.jsonl"
     holder = subprocess.Popen(
         [sys.executable, "-c",
-         "import sys; from mulligan.session.lease import acquire;"
+         "import sys; from mulligan.session.stores.lease import acquire;"
          f"acquire(__import__('pathlib').Path({str(session)!r})); print('held', flush=True);"
          "sys.stdin.read()"],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)

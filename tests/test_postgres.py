@@ -33,12 +33,12 @@ from mulligan.session import (
     SessionLog,
     UnknownEntry,
 )
-from mulligan.session.lease import LeaseHeld
+from mulligan.session.stores.lease import LeaseHeld
 from mulligan.testing import say as said
 from mulligan.testing import user
 
 psycopg = pytest.importorskip("psycopg")
-from mulligan.session.postgres import Database, StoreUnavailable  # noqa: E402
+from mulligan.session.stores.postgres import Database, StoreUnavailable  # noqa: E402
 from test_cli import script  # noqa: E402  (the one scripted-model file writer)
 
 PYTHON = sys.executable
@@ -198,7 +198,7 @@ def test_the_database_keeps_entries_insert_only(pg_url, statement):
 
 def test_four_processes_appending_150_each_give_600_distinct_ids(pg_url):
     code = ("import sys; sys.path.insert(0, sys.argv[2])\n"
-            "from mulligan.session.postgres import Database\n"
+            "from mulligan.session.stores.postgres import Database\n"
             "log = Database(sys.argv[1]).log('busy')\n"
             "for i in range(150):\n"
             "    log.append_message({'role': 'user', 'content': sys.argv[3] + str(i)})\n")
@@ -216,7 +216,7 @@ def test_four_processes_appending_150_each_give_600_distinct_ids(pg_url):
 
 def test_a_killed_lease_holder_loses_the_lease_to_the_next(pg_url):
     code = ("import sys, time; sys.path.insert(0, sys.argv[2])\n"
-            "from mulligan.session.postgres import Database\n"
+            "from mulligan.session.stores.postgres import Database\n"
             "lease = Database(sys.argv[1]).log('s1').lease()\n"
             "print('held', flush=True); time.sleep(60)\n")
     holder = subprocess.Popen([PYTHON, "-c", code, pg_url, SRC], stdout=subprocess.PIPE,
@@ -288,7 +288,7 @@ def test_a_lease_holder_whose_connection_dropped_stops_writing_until_it_holds_it
         assert first.append_message(user("first, before the restart")) == "e1"
         server.restart()
         code = ("import sys, time; sys.path.insert(0, sys.argv[2])\n"
-                "from mulligan.session.postgres import Database\n"
+                "from mulligan.session.stores.postgres import Database\n"
                 "log = Database(sys.argv[1]).log('s1')\n"
                 "lease = log.lease()\n"
                 "log.append_message({'role': 'user', 'content': 'second'})\n"
@@ -488,7 +488,7 @@ def test_the_file_store_never_loads_the_database_driver(tmp_path):
     code = ("import sys\nfrom mulligan.cli import main\ntry:\n"
             f"    main(['-p', 'hi', '--model', {script(tmp_path, 'hello')!r}])\n"
             "except SystemExit:\n    pass\n"
-            "print('psycopg' in sys.modules, 'mulligan.session.postgres' in sys.modules)\n")
+            "print('psycopg' in sys.modules, 'mulligan.session.stores.postgres' in sys.modules)\n")
     env = {k: v for k, v in os.environ.items() if k != "MULLIGAN_STORE"}
     env["MULLIGAN_HOME"] = str(tmp_path / "home")
     done = subprocess.run([PYTHON, "-c", code], capture_output=True, text=True, env=env,

@@ -24,7 +24,7 @@ def new_log(request, tmp_path):
         path = tmp_path / "s.jsonl"
         return lambda: SessionLog(path)
     pytest.importorskip("psycopg")
-    from mulligan.session.postgres import Database
+    from mulligan.session.stores.postgres import Database
 
     database = Database(request.getfixturevalue("pg_url"))
     return lambda: database.log("s1")

@@ -12,7 +12,7 @@ from mulligan.app.controller import Controller, Refused
 from mulligan.app.exports.linear import ExportTargetExists
 from mulligan.app.models import model_label, resolve
 from mulligan.app.sessions.catalog import SessionSummary, find_session_file
-from mulligan.session.lease import LeaseHeld
+from mulligan.session.stores.lease import LeaseHeld
 
 __all__ = ["Controller", "ExportTargetExists", "LeaseHeld", "Refused", "SessionSummary",
            "find_session_file", "model_label", "resolve"]

@@ -43,8 +43,8 @@ from mulligan.providers.thinking import set_thinking, set_web_search
 from mulligan.session import SessionLog, persist_to
 from mulligan.session.branches import message_of, user_messages_on_path, with_attempts
 from mulligan.session.entries import Entry, timestamp
-from mulligan.session.memory import MemoryStorage
-from mulligan.session.storage import Releasable
+from mulligan.session.stores.memory import MemoryStorage
+from mulligan.session.stores.storage import Releasable
 from mulligan.tools import Tool
 from mulligan.wire import Event, Model
 

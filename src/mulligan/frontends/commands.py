@@ -30,7 +30,7 @@ from mulligan.frontends.slash import (
 from mulligan.frontends.status import usage_lines
 from mulligan.frontends.tree import render_tree
 from mulligan.session.branches import labels_of
-from mulligan.session.lease import is_free, read_holder
+from mulligan.session.stores.lease import is_free, read_holder
 
 
 def format_sessions(found: Sequence[SessionSummary], *, numbered: bool = False,

@@ -34,7 +34,7 @@ from mulligan.session.sidecar import (
     line_hash,
     load,
 )
-from mulligan.session.storage import FileStorage, read_at
+from mulligan.session.stores.storage import FileStorage, read_at
 
 
 class Stale(Exception):

@@ -1,6 +1,6 @@
 """SessionLog: one session, appended to under mutual exclusion, read incrementally.
 
-In: a file path (or any `Storage`: `mulligan.session.storage`). Out: entries, the tip, the
+In: a file path (or any `Storage`: `mulligan.session.stores.storage`). Out: entries, the tip, the
 transcript. Every write is one entry, added while the storage holds the session exclusively,
 after catching up with whatever other writers added. Never: rewrite, reorder or truncate a
 line; append after a torn or unreadable line; re-read what it has already accepted, unless
@@ -35,7 +35,7 @@ from mulligan.session.entries import Entry, check_meta
 from mulligan.session.entries import timestamp as timestamp  # where callers found it
 from mulligan.session.errors import SessionError
 from mulligan.session.lazy import LazyFile, Stale
-from mulligan.session.storage import FileStorage, Releasable, Storage
+from mulligan.session.stores.storage import FileStorage, Releasable, Storage
 from mulligan.session.view import messages_of, transcript
 from mulligan.session.whole import WholeRead
 

@@ -37,7 +37,7 @@ from mulligan.session.errors import (
     TornLine,
 )
 from mulligan.session.index import _what, ancestors, entry_problem
-from mulligan.session.storage import fsync_folder, write_all
+from mulligan.session.stores.storage import fsync_folder, write_all
 
 _SHOW = 50  # problems listed by format(); the rest are counted
 

@@ -21,7 +21,7 @@ from mulligan.session import sidecar as tables
 from mulligan.session.entries import Entry, new_entry
 from mulligan.session.errors import DuplicateId, SessionError, TornLine, UnknownEntry
 from mulligan.session.index import Index, paused_gc
-from mulligan.session.storage import FileStorage, Storage
+from mulligan.session.stores.storage import FileStorage, Storage
 
 
 class WholeRead:

@@ -33,7 +33,7 @@ from mulligan.session import SessionLog
 from mulligan.session.entries import Entry
 
 if TYPE_CHECKING:
-    from mulligan.session.postgres import Database
+    from mulligan.session.stores.postgres import Database
 
 
 class WrongFolder(ValueError):
@@ -131,13 +131,15 @@ class FileSessions:
 
 
 class DatabaseSessions:
-    """Sessions in one PostgreSQL database (`mulligan.session.postgres.Database`)."""
+    """Sessions in one PostgreSQL database (`mulligan.session.stores.postgres.Database`)."""
 
     shared = True
     can_push = True
 
     def __init__(self, url: str, home: Path) -> None:
-        from mulligan.session.postgres import Database  # psycopg only when a database is used
+        from mulligan.session.stores.postgres import (
+            Database,  # psycopg only when a database is used
+        )
 
         self.home = Path(home)
         self.database: Database = Database(url)
@@ -156,7 +158,7 @@ class DatabaseSessions:
             *map(snapshot_ids, self.database.workspaces()))
 
     def new(self, cwd: Path) -> SessionLog:
-        from mulligan.session.postgres import new_session_id
+        from mulligan.session.stores.postgres import new_session_id
 
         return self.database.log(new_session_id())
 

@@ -42,8 +42,8 @@ from psycopg import errors as pg_errors
 
 from mulligan.session.errors import DuplicateId, MissingLine
 from mulligan.session.log import SessionLog
-from mulligan.session.pg_lease import HELD, AdvisoryLease, StoreUnavailable, unavailable
-from mulligan.session.pg_lease import first_line as _first_line
+from mulligan.session.stores.pg_lease import HELD, AdvisoryLease, StoreUnavailable, unavailable
+from mulligan.session.stores.pg_lease import first_line as _first_line
 
 __all__ = ["Database", "PostgresStorage", "StoreUnavailable", "UnknownSession", "unavailable"]
 
@@ -245,9 +245,9 @@ class Database:
 
 
 class PostgresStorage:
-    """The `Storage` of one database session (see `mulligan.session.storage`). Its mark is the
-    number of lines the log accepted; the lines after it are fetched as one bytea, newlines
-    between. One connection per storage, opened on first use, reopened after it drops."""
+    """The `Storage` of one database session (see `mulligan.session.stores.storage`). Its
+    mark is the number of lines the log accepted; the lines after it are fetched as one bytea,
+    newlines between. One connection per storage, opened on first use, reopened after it drops."""
 
     def __init__(self, database: Database, session_id: str) -> None:
         self.database = database

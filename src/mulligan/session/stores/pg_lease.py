@@ -14,7 +14,7 @@ this lease's backend (`HELD`), and if not takes it again (`regain`) or refuses w
 
 Also here, because the lease needs it as much as the store: `StoreUnavailable` and
 `unavailable`, the one translation of a lost connection into an error naming the database.
-This module imports nothing from `mulligan.session.postgres`: the lease is given what it
+This module imports nothing from `mulligan.session.stores.postgres`: the lease is given what it
 needs (a way to connect, the session's id and name), not the storage.
 """
 
@@ -31,7 +31,7 @@ from typing import Any
 
 import psycopg
 
-from mulligan.session.lease import LeaseHeld, alive
+from mulligan.session.stores.lease import LeaseHeld, alive
 
 _LEASE_WAIT = 2.0  # seconds a lease held by a dead process on this host is waited for
 

@@ -23,7 +23,7 @@ class _NoLease:
 
 
 class MemoryStorage:
-    """The `Storage` protocol over a bytearray (see `mulligan.session.storage`)."""
+    """The `Storage` protocol over a bytearray (see `mulligan.session.stores.storage`)."""
 
     file: Path | None = None
 

@@ -7,7 +7,7 @@ exclusive hold that also covers reading the lines before it, so the next id is c
 complete view -- and `lease()`, one live writer per session. What the bytes mean (parsing,
 every refusal, the ids) is the log's business, the same on every storage; a storage never
 parses a line. `FileStorage` is the file: flock'd, O_APPEND, fsync'd, re-read from the start
-when the file is not the one parsed. `mulligan.session.postgres` is the other implementation.
+when the file is not the one parsed. `mulligan.session.stores.postgres` is the other implementation.
 """
 
 from __future__ import annotations
@@ -121,7 +121,7 @@ class FileStorage:
             return False
 
     def lease(self) -> Releasable:
-        from mulligan.session.lease import acquire  # lease names its start time: log's clock
+        from mulligan.session.stores.lease import acquire  # lease names its start time: log's clock
 
         return acquire(Path(self.name))
 
