@@ -167,7 +167,7 @@ def table_lines(rows: Sequence[Row]) -> list[str]:
         lines.append(f"{row.index:>2}  {row.model[:24]:<24} {row.turns:>5} "
                      f"{_count(row.tokens):>7} {cost:>7} {row.seconds:>5.1f}s  {check:<16} "
                      f"{row.files:>5}  {f'+{row.added} -{row.removed}':<12} {row.last_id:<6}")
-    return lines
+    return [line.rstrip() for line in lines]
 
 
 def _count(n: int) -> str:
