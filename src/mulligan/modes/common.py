@@ -234,10 +234,28 @@ def checkpoints_for(settings: Settings) -> Any:
     """The session's file checkpoints, as `[checkpoints]` in config.toml sets them (None when
     switched off)."""
     from mulligan.app.workspace.checkpoints import Checkpoints
-    from mulligan.app.workspace.snapshots import Store
 
     if not settings.checkpoints.enabled:
         return None
-    store = Store(settings.home, max_file=settings.checkpoints.max_file,
-                  max_snapshot=settings.checkpoints.max_snapshot)
+    store = store_of(settings.home, max_file=settings.checkpoints.max_file,
+                     max_snapshot=settings.checkpoints.max_snapshot)
     return Checkpoints(store, settings.cwd)
+
+
+def store_of(home: Path, **limits: int) -> Any:
+    """The snapshot store under `home`; with a database store, copied there too and read
+    from there what is not here (`mulligan.app.workspace.shared`)."""
+    from mulligan.app.sessions.stores import store_url
+    from mulligan.app.workspace.snapshots import Store
+    from mulligan.providers.config import load_config
+
+    store = Store(home, **limits)
+    try:
+        url = store_url(load_config(home), os.environ)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    if url is not None:
+        from mulligan.app.workspace.shared import Shared
+
+        Shared(url, store)
+    return store

@@ -20,6 +20,7 @@ from mulligan.modes.common import (
     checkpoints_for,
     home_of,
     sessions_of,
+    store_of,
     working_folder,
 )
 
@@ -108,7 +109,6 @@ def sessions_export(args: argparse.Namespace, out: TextIO) -> int:
     (when that folder is here), its checkpoints' diffs, keys redacted."""
     from mulligan.app.exports.export import export, render
     from mulligan.app.secrets import Secrets
-    from mulligan.app.workspace.snapshots import Store
     from mulligan.prompts import system_prompt
     from mulligan.providers.config import environment, load_config
 
@@ -124,7 +124,7 @@ def sessions_export(args: argparse.Namespace, out: TextIO) -> int:
             else None
     target = export(log, args.format, Path(args.output) if args.output else None, home=home,
                     cwd=working_folder(args), folder=Path.cwd(), leaf=leaf, system=system,
-                    store=Store(home),
+                    store=store_of(home),
                     redact=Secrets.of(environment(), load_config(home)).redact_text)
     print(f"wrote {target}", file=out)
     return 0
@@ -197,10 +197,9 @@ def sessions_diff(args: argparse.Namespace, out: TextIO) -> int:
     ids, or attempt numbers of the newest attempts): the files as one diff between their
     final trees, then each transcript from where they fork."""
     from mulligan.app.attempts.record import compare
-    from mulligan.app.workspace.snapshots import Store
 
     log = open_named(args)
-    for line in compare(log, Store(home_of()), args.a, args.b):
+    for line in compare(log, store_of(home_of()), args.a, args.b):
         print(line, file=out)
     return 0
 
@@ -250,15 +249,18 @@ def gc(args: argparse.Namespace, out: TextIO) -> int:
     file, and with a database store no session in that database (unreachable: nothing is
     freed, the command fails)."""
     from mulligan.app.sessions.catalog import snapshots_in
-    from mulligan.app.workspace.snapshots import Store
 
     home = home_of()
-    store = Store(home)
+    store = store_of(home)
     # The session files kept outside the home (--session) that recorded into this store too.
     keep = sessions_of(home).referenced() | snapshots_in(store.remembered())
     trees, blobs, freed = store.gc(keep)
     print(f"freed {trees} snapshot(s) and {blobs} file copies, {freed / 1e6:.1f} MB; the "
           f"store holds {store.size() / 1e6:.1f} MB in {store.root}", file=out)
+    if store.shared is not None:  # the database's copies: what no session there names
+        trees, blobs, freed = store.shared.gc(keep)
+        print(f"freed {trees} snapshot(s) and {blobs} file copies, {freed / 1e6:.1f} MB, in "
+              f"{store.shared.database.name}", file=out)
     from mulligan.app.attempts.folders import gc_folders
 
     groups = gc_folders(home)

@@ -131,6 +131,9 @@ class Store:
         # session files with their sidecars: the same name, or it plus a "." suffix).
         self.exclude: set[str] = {os.path.abspath(home)}
         self.sessions: set[str] = set()
+        # The database copy (`mulligan.app.workspace.shared.Shared`), with a database store:
+        # told of each manifest written, asked for what is not here.
+        self.shared: Any = None
 
     def exclude_session(self, session_file: Path) -> None:
         """Never record `session_file` nor its sidecars (same name plus a suffix), and
@@ -194,6 +197,8 @@ class Store:
         return digest
 
     def read_blob(self, digest: str) -> bytes:
+        if self.shared is not None and not self.has_blob(digest):
+            self.shared.fetch_blob(digest)
         return self.blob_path(digest).read_bytes()
 
     def has_blob(self, digest: str) -> bool:
@@ -226,6 +231,8 @@ class Store:
         try:
             data = orjson.loads((self.root / "trees" / f"{tree_id}.json").read_bytes())
         except FileNotFoundError:
+            if self.shared is not None and self.shared.fetch(tree_id):
+                return self.load(tree_id)
             raise FileNotFoundError(2, f"no snapshot {tree_id} in the store (was it freed by "
                                        "mulligan gc?)", str(self.root)) from None
         files = {p: tuple(e) for p, e in data["files"].items()}
@@ -245,6 +252,8 @@ class Store:
         if not target.exists():
             self._put(target, orjson.dumps({"version": 1, "root": str(root), "files": files,
                                             "skipped": skipped, "ignored": ignored}))
+        if self.shared is not None:
+            self.shared.queued(tree_id)
         return Manifest(tree_id, files, skipped, ignored)
 
     # ---- taking a snapshot --------------------------------------------------------------
@@ -271,6 +280,8 @@ class Store:
                 return last
             monitor.begin()
         manifest = self._walk_and_record(root, forced, monitor)
+        if self.shared is not None:
+            self.shared.queued(manifest.id)
         if monitor is not None:
             monitor.end()
             monitor.last = manifest
