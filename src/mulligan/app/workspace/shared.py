@@ -71,7 +71,7 @@ class Shared:
     _ready: set[str] = set()  # URLs whose tables this process has made sure of
 
     def __init__(self, url: str, store: Store) -> None:
-        from mulligan.session.postgres import Database  # psycopg: only with a database store
+        from mulligan.session.stores.postgres import Database  # psycopg: only with a database store
 
         self.database, self.store = Database(url), store
         self.queue_file = store.root / "uploads.queue"
@@ -274,7 +274,7 @@ class Shared:
 
     @contextlib.contextmanager
     def _reading(self) -> Iterator[Any]:
-        from mulligan.session.postgres import unavailable
+        from mulligan.session.stores.postgres import unavailable
 
         with self._reader_lock:
             if self._reader is None or self._reader.closed or self._reader.broken:
