@@ -19,8 +19,13 @@ from mulligan.home import mulligan_home
 from mulligan.messages import Content
 
 if TYPE_CHECKING:
+    from mulligan.app.extensions.setup import Extensions
     from mulligan.app.sessions.stores import Sessions
     from mulligan.app.settings import Settings
+    from mulligan.app.workspace.checkpoints import Checkpoints
+    from mulligan.app.workspace.snapshots import Store
+    from mulligan.session import SessionLog
+    from mulligan.tools import Tool
 
 
 class UsageError(ValueError):
@@ -50,7 +55,8 @@ def sessions_of(home: Path) -> Sessions:
         raise UsageError(str(exc)) from None
 
 
-def choose_session(args: argparse.Namespace, sessions: Any, cwd: Path) -> Any:
+def choose_session(args: argparse.Namespace, sessions: Sessions, cwd: Path
+                   ) -> SessionLog | None:
     """The session a run will use (None for --no-session): the app chooses, the REPL's
     picker draws the -r choice."""
     from mulligan.app.sessions.stores import choose_session as choose
@@ -64,7 +70,7 @@ def choose_session(args: argparse.Namespace, sessions: Any, cwd: Path) -> Any:
                   continue_=args.continue_, pick=pick)
 
 
-def own_model(session: Any) -> str | None:
+def own_model(session: SessionLog | Path | None) -> str | None:
     """The model a session being resumed last used (`app.models.session_model`), when this
     program can run it; None for a new session, --no-session, or a label it cannot resolve
     (a test's scripted model)."""
@@ -142,7 +148,7 @@ def build_controller(args: argparse.Namespace, err: TextIO, *, defer: bool = Fal
     guard_process(secrets.hidden)  # the keys out of the environment, this process unreadable
     extensions = extensions_for(args, config, home, cwd, interactive=interactive)
 
-    def tools_in(folder: Path, shared: tuple[str, ...] = ()) -> list[Any]:
+    def tools_in(folder: Path, shared: tuple[str, ...] = ()) -> list[Tool]:
         return coding_tools(folder, bash_timeout=settings.bash_timeout,
                             bash_timeout_max=settings.bash_timeout_max,
                             hide_env=secrets.hidden, sandbox=sandbox if sandbox is None
@@ -205,7 +211,7 @@ def begin(controller: Controller, *, servers: bool = True) -> None:
 
 
 def extensions_for(args: argparse.Namespace, config: dict[str, Any], home: Path, cwd: Path,
-                   *, interactive: bool = False) -> Any:
+                   *, interactive: bool = False) -> Extensions | None:
     """The user's MCP servers, hooks, commands and skills (`app.extensions.setup`), or None
     when there are none. A folder's own `.claude/settings.json` hooks come only when the user
     trusts the folder (the REPL asked: `mulligan.frontends.extensions`), and its `.mcp.json`
@@ -230,7 +236,7 @@ def extensions_for(args: argparse.Namespace, config: dict[str, Any], home: Path,
     return found if found.configured() else None
 
 
-def checkpoints_for(settings: Settings) -> Any:
+def checkpoints_for(settings: Settings) -> Checkpoints | None:
     """The session's file checkpoints, as `[checkpoints]` in config.toml sets them (None when
     switched off)."""
     from mulligan.app.workspace.checkpoints import Checkpoints
@@ -242,7 +248,7 @@ def checkpoints_for(settings: Settings) -> Any:
     return Checkpoints(store, settings.cwd)
 
 
-def store_of(home: Path, **limits: int) -> Any:
+def store_of(home: Path, **limits: int) -> Store:
     """The snapshot store under `home`; with a database store, copied there too and read
     from there what is not here (`mulligan.app.workspace.shared`)."""
     from mulligan.app.sessions.stores import store_url

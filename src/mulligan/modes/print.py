@@ -11,7 +11,7 @@ import os
 import signal
 import sys
 from types import FrameType
-from typing import Any, TextIO
+from typing import TextIO
 
 from mulligan.modes.common import (
     UsageError,
@@ -45,10 +45,10 @@ def run_print(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         if controller.notice:  # a database session carried on here from another machine
             print(f"mulligan: {controller.notice}", file=err)
         controller.hold_lease()
-        renderer: Any = JsonRenderer(out, scrub=controller.secrets.scrubber()
-                                     if controller.secrets is not None else None) \
-            if args.mode == "json" else FinalTextRenderer(out, err)
+        renderer: JsonRenderer | FinalTextRenderer = FinalTextRenderer(out, err)
         if args.mode == "json":
+            renderer = JsonRenderer(out, scrub=controller.secrets.scrubber()
+                                    if controller.secrets is not None else None)
             renderer.session(controller.where, str(controller.cwd))
 
         pressed: list[int] = []

@@ -12,7 +12,7 @@ import os
 import signal
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from mulligan.app import find_session_file, resolve
 from mulligan.modes.common import (
@@ -25,7 +25,10 @@ from mulligan.modes.common import (
 )
 
 if TYPE_CHECKING:
-    from mulligan.app.rewind.back import Files
+    from mulligan.app.rewind.back import Back, Files
+    from mulligan.app.workspace.checkpoints import Checkpoints
+    from mulligan.session import SessionLog
+    from mulligan.session.entries import Entry
 
 
 def sessions_ls(args: argparse.Namespace, out: TextIO) -> int:
@@ -40,13 +43,14 @@ def sessions_ls(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
-def open_named(args: argparse.Namespace) -> Any:
+def open_named(args: argparse.Namespace) -> SessionLog:
     """The SessionLog `args.file` names: a file (a path, or the start of a name among this
     folder's sessions), or with a database store a session id there."""
     return sessions_of(home_of()).named(args.file, working_folder(args))
 
 
-def _entries_and_leaf(args: argparse.Namespace) -> tuple[Any, list[Any], str | None]:
+def _entries_and_leaf(args: argparse.Namespace
+                      ) -> tuple[SessionLog, list[Entry], str | None]:
     log = open_named(args)
     entries = list(log.entries())
     leaf = args.leaf if getattr(args, "leaf", None) else log.tip()
@@ -204,8 +208,8 @@ def sessions_diff(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
-def back_summarised(args: argparse.Namespace, log: Any, home: Path, checkpoints: Any,
-                    files: Files | None) -> Any:
+def back_summarised(args: argparse.Namespace, log: SessionLog, home: Path,
+                    checkpoints: Checkpoints | None, files: Files | None) -> Back:
     """`sessions back --summarize`: the going back, the attempt left summarised first by
     --model (Ctrl-C meanwhile: a plain branch line instead)."""
     import threading
