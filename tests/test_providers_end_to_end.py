@@ -13,7 +13,7 @@ from fakes import openai_server as gpt
 from fakes.http_server import ScriptedServer
 from mulligan import Harness
 from mulligan.providers.anthropic import AnthropicModel
-from mulligan.providers.openai_chat import OpenAIChatModel
+from mulligan.providers.openai.chat import OpenAIChatModel
 from mulligan.testing import shape
 from mulligan.tools import coding_tools, tool_specs
 

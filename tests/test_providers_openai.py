@@ -15,7 +15,7 @@ from fakes import openai_server as wire
 from fakes.http_server import Drop, ScriptedServer, Sse, server_factory, stream_all
 from mulligan.messages import Message, tool_calls
 from mulligan.providers.base import StreamDelta, ToolSpec
-from mulligan.providers.openai_chat import OpenAIChatModel
+from mulligan.providers.openai.chat import OpenAIChatModel
 from mulligan.providers.retry import Backoff
 from mulligan.testing import call, reply, tool_result, user
 

@@ -15,7 +15,7 @@ from fakes.http_server import ScriptedServer
 from mulligan.providers.anthropic import AnthropicModel
 from mulligan.providers.config import is_openai_itself
 from mulligan.providers.errors import ConfigError, MissingApiKey, UnknownModel
-from mulligan.providers.openai_chat import OpenAIChatModel
+from mulligan.providers.openai.chat import OpenAIChatModel
 from mulligan.providers.registry import Deferred, default_model_name, resolve_model
 from mulligan.testing import user
 

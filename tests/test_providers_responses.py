@@ -16,8 +16,8 @@ import pytest
 from fakes import responses_server as wire
 from fakes.http_server import ScriptedServer, server_factory, stream_all
 from mulligan import Harness
-from mulligan.providers.openai_chat import OpenAIChatModel
-from mulligan.providers.openai_responses import OpenAIResponsesModel
+from mulligan.providers.openai.chat import OpenAIChatModel
+from mulligan.providers.openai.responses import OpenAIResponsesModel
 from mulligan.providers.registry import resolve_model
 from mulligan.providers.retry import Backoff
 from mulligan.testing import user

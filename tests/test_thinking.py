@@ -24,8 +24,8 @@ from mulligan.frontends.slash import run_command
 from mulligan.frontends.status import status_line
 from mulligan.providers.anthropic import AnthropicModel
 from mulligan.providers.gemini import GeminiModel
-from mulligan.providers.openai_chat import OpenAIChatModel
-from mulligan.providers.openai_responses import OpenAIResponsesModel
+from mulligan.providers.openai.chat import OpenAIChatModel
+from mulligan.providers.openai.responses import OpenAIResponsesModel
 from mulligan.providers.thinking import set_thinking
 from mulligan.session import SessionLog
 from mulligan.testing import ScriptedModel, say, user

@@ -19,7 +19,7 @@ LOCAL_DEFAULT = "local/smollm2-135m"
 # Current, not-deprecated models as the installed SDKs list them (anthropic 2.14, openai 3.57).
 HOSTED_DEFAULTS = {"anthropic": "anthropic/claude-sonnet-4-6", "openai": "openai/gpt-5.5",
                    "google": "google/gemini-2.5-pro"}
-# A reply's default max_tokens, by provider (the local model's is in providers/local.py,
+# A reply's default max_tokens, by provider (the local model's is in providers/local/model.py,
 # with the rest of what it knows about its own context).
 MAX_TOKENS = {"anthropic": 16_000}
 

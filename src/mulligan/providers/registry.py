@@ -107,7 +107,7 @@ def resolve_model(
             raise ConfigError(f"--base-url does not apply to {name!r}: local models run in "
                               "this process (for a local *server*, use openai/<model> "
                               "--base-url)")
-        local = importlib.import_module("mulligan.providers.local")
+        local = importlib.import_module("mulligan.providers.local.model")
         try:
             return local.resolve_local(name, config.get("local", {}))
         except local.BadLocalSetting as exc:
@@ -199,9 +199,9 @@ def _build(provider: str, model_id: str, key: str, url: str | None,
         return GeminiModel(model_id, api_key=key, base_url=url, **settings)
     api = settings.pop("openai_api", None) or ("responses" if is_openai_itself(url) else "chat")
     if api == "responses":
-        from mulligan.providers.openai_responses import OpenAIResponsesModel
+        from mulligan.providers.openai.responses import OpenAIResponsesModel
 
         return OpenAIResponsesModel(model_id, api_key=key, base_url=url, **settings)
-    from mulligan.providers.openai_chat import OpenAIChatModel
+    from mulligan.providers.openai.chat import OpenAIChatModel
 
     return OpenAIChatModel(model_id, api_key=key, base_url=url, **settings)

@@ -1,6 +1,6 @@
 """One streamed reply from a hosted provider: attempts, retries, abort, and the final message.
 
-Both SDK adapters (`anthropic`, `openai_chat`) hand `stream_reply` a `Call`: how to open the
+Both SDK adapters (`anthropic`, `openai.chat`) hand `stream_reply` a `Call`: how to open the
 SDK stream, how to fold its events into our deltas (a fresh `Fold` per attempt), and how to
 describe an SDK exception as a `Failure`. `stream_reply` then owns the rules every provider
 shares:

@@ -40,7 +40,7 @@ from mulligan.messages import (
     is_failed,
 )
 from mulligan.providers.errors import Failure
-from mulligan.providers.openai_chat import describe_error
+from mulligan.providers.openai.chat import describe_error
 from mulligan.providers.retry import Backoff
 from mulligan.providers.streaming import (
     DEADLINE,

@@ -26,9 +26,9 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from mulligan.messages import ABORTED, AssistantMessage, Message, assistant_message, error_message
-from mulligan.providers.local_chat import chat_messages
-from mulligan.providers.local_engine import default_threads, load_engine, run_chat
-from mulligan.providers.local_reply import ReplyScanner, parse_reply, reply_schema
+from mulligan.providers.local.chat import chat_messages
+from mulligan.providers.local.engine import default_threads, load_engine, run_chat
+from mulligan.providers.local.reply import ReplyScanner, parse_reply, reply_schema
 from mulligan.wire import StreamDelta, ToolSpec
 
 BUNDLED_NAME = "local/smollm2-135m"
@@ -138,7 +138,7 @@ class LocalModel:
     `load()`), once per process for a given file and n_ctx/n_threads.
 
     With tools, each reply is constrained by a JSON schema to one tool call or one answer (see
-    local_reply); without tools it is plain text. `allowed_tools` (None: all) limits which of
+    local/reply.py); without tools it is plain text. `allowed_tools` (None: all) limits which of
     the offered tools the model is told about and may call. `compact_prompt` tells the caller
     to use the short system prompt written for small models."""
 

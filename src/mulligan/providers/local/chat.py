@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from mulligan.messages import Content, Message, image_note
-from mulligan.providers.local_reply import render_answer, render_call, tool_catalogue
+from mulligan.providers.local.reply import render_answer, render_call, tool_catalogue
 from mulligan.wire import ToolSpec
 
 # Shown after the most recent tool result: tiny models otherwise tend to call the same tool
