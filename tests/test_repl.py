@@ -191,7 +191,7 @@ def test_label_name_and_fork_are_recorded_in_session_files(tmp_path, new_file):
     entries = SessionLog(forked).entries()
     assert entries[0]["type"] == "session_info"
     assert entries[0]["origin_file"] == str(new_file)
-    assert entries[0]["name"] == "caching work"
+    assert entries[0]["name"] == "caching work (fork)"  # the copy told apart by its name
     assert [e["id"] for e in entries] == [f"e{i}" for i in range(1, len(entries) + 1)]
     assert [m["content"] for m in SessionLog(forked).replay() if m["role"] == "user"] == [
         "first"]
