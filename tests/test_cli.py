@@ -295,6 +295,7 @@ def test_session_migrate_gives_an_old_file_parents(tmp_path):
     assert [m["role"] for m in SessionLog(new).replay()] == ["user", "assistant"]
 
 
+@pytest.mark.slow
 def test_with_nothing_configured_the_embedded_model_is_announced_once_on_stderr(tmp_path):
     # A task the embedded model answers at once (one call, real inference: about a second).
     done = mulligan(tmp_path, "-p", "Say hi.", "--no-session", "--max-turns", "1")

@@ -14,6 +14,7 @@ import pytest
 pytest.importorskip("xllamacpp")
 
 
+@pytest.mark.slow
 def test_make_run_asks_goes_back_asks_again_and_leaves_a_branched_session_file() -> None:
     done = subprocess.run([sys.executable, "-m", "mulligan.demo"], capture_output=True,
                           text=True, timeout=300, stdin=subprocess.DEVNULL)

@@ -101,6 +101,7 @@ def test_a_plain_answer_streams_as_text_deltas(model: LocalModel) -> None:
     assert message["usage"]["output"] > 0
 
 
+@pytest.mark.slow
 def test_usage_counts_cached_prompt_tokens_apart_from_the_rest_as_hosted_providers_do(
         model: LocalModel) -> None:
     first = model.complete(LOCAL_PROMPT, [user_message("Say hi.")], [])
@@ -111,6 +112,7 @@ def test_usage_counts_cached_prompt_tokens_apart_from_the_rest_as_hosted_provide
     assert follow_up["usage"]["input"] == timings["prompt_n"]
 
 
+@pytest.mark.slow
 def test_a_reply_with_tools_is_a_tool_call_whose_arguments_fit_the_schema(
         model: LocalModel) -> None:
     deltas, message = _run(model, [user_message("What does the file notes.txt say?")],

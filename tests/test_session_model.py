@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from fakes import anthropic_server as claude
 from fakes import openai_server as gpt
 from fakes.http_server import ScriptedServer
@@ -51,6 +53,7 @@ def test_continue_goes_on_with_the_model_the_session_started_with(tmp_path: Path
     assert other.requests[1].body["model"] == "qwen2.5-coder"
 
 
+@pytest.mark.slow
 def test_session_file_goes_on_with_its_newest_model_change_unless_model_is_given(
         tmp_path: Path) -> None:
     file = tmp_path / "s.jsonl"

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -249,6 +250,7 @@ MUTATIONS = ["append_line", "append_junk", "truncate", "flip", "replace_middle",
 @given(steps=st.lists(st.tuples(st.sampled_from(["say", "back", "label", "summary"]),
                                 st.integers(0, 10_000)), min_size=1, max_size=25),
        mutation=st.sampled_from(MUTATIONS), where=st.floats(0, 1), leaf=st.integers(1, 40))
+@pytest.mark.slow
 def test_through_the_index_or_not_a_mutated_file_reads_the_same(tmp_path_factory, steps,
                                                                mutation, where, leaf):
     path = tmp_path_factory.mktemp("fuzz") / "s.jsonl"

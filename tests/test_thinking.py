@@ -106,6 +106,7 @@ def test_slash_thinking_sets_records_and_shows_the_level_and_a_model_without_it_
     assert again.thinking == "low"
 
 
+@pytest.mark.slow
 def test_p_thinking_is_sent_and_a_continued_session_keeps_it(tmp_path: Path) -> None:
     work, home = tmp_path / "work", tmp_path / "home"
     work.mkdir()
