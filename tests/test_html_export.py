@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 import shutil
 import stat
 import subprocess
@@ -30,6 +31,13 @@ MISSING = ("Debian's chromium is not installed" if CHROMIUM is None else
 if MISSING and os.environ.get("CI") == "true":
     raise RuntimeError(f"CI must run the browser tests: {MISSING}")
 pytestmark = pytest.mark.skipif(MISSING is not None, reason=MISSING or "")
+# Markdown is rendered in the page by this build of markdown-it (Debian's libjs-markdown-it);
+# without it the page shows Markdown as text, so the tests of rendering need it.
+MARKDOWN_IT = Path("/usr/share/javascript/markdown-it/markdown-it.js")
+if not MARKDOWN_IT.is_file() and os.environ.get("CI") == "true":
+    raise RuntimeError("CI must run the Markdown tests: libjs-markdown-it is not installed")
+needs_markdown_it = pytest.mark.skipif(not MARKDOWN_IT.is_file(),
+                                       reason="Debian's libjs-markdown-it is not installed")
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 HOSTILE = ('Look: <script>window.pwned=1</script> <img src=x onerror="window.pwned=2"> '
@@ -90,7 +98,8 @@ def ready(page):
 def test_the_export_is_one_private_file_that_fetches_nothing(exported):
     page, session = exported
     assert stat.S_IMODE(page.stat().st_mode) == 0o600
-    text = page.read_text()
+    # markdown-it's own script names its sources' addresses in comments: the rest is checked
+    text = re.sub(r'<script id="markdown-it">.*?</script>', "", page.read_text(), flags=re.DOTALL)
     assert "http://" not in text.replace("http://www.w3.org", "") and "https://" not in text
     assert "default-src 'none'" in text
     assert base64.b64encode(session.read_bytes()).decode()[:40] not in text  # zipped, once
@@ -230,6 +239,7 @@ def test_a_label_hides_nothing_of_the_branch(tmp_path, browser):
     assert errors == []
 
 
+@needs_markdown_it
 def test_tables_the_session_name_and_a_narrow_screen(tmp_path, browser):
     table = "| tool | time |\n| --- | --- |\n| grep | 3 s |\n"
     lines = [{"type": "session_info", "id": "e1", "parent_id": None, "timestamp": "t",
@@ -242,6 +252,7 @@ def test_tables_the_session_name_and_a_narrow_screen(tmp_path, browser):
     assert page.title().startswith("Speed-up of grep")
     assert page.text_content("main table th") == "tool"
     assert page.text_content("main table td") == "grep"
+    assert page.text_content("main pre code") == "y" * 400 + "\n"  # the fenced block
     width = page.evaluate("document.documentElement.scrollWidth")
     assert width <= 375, f"the page is {width} px wide on a 375 px screen"
     nav, main = page.query_selector("nav").bounding_box(), page.query_selector("main") \
@@ -263,3 +274,58 @@ def test_a_key_in_the_session_is_redacted_in_every_part_of_the_page(tmp_path, br
     assert key not in shown and "[redacted: ANTHROPIC_API_KEY]" in shown
     text = page.evaluate("window.mulliganSessionText()")
     assert key not in text and "[redacted: ANTHROPIC_API_KEY]" in text
+
+
+CRAFTED = (
+    "**bold** and `code`\n\n"
+    "<script>window.pwned=1</script>\n\n"
+    'an image <img src=x onerror="window.pwned=2"> inline\n\n'
+    "[js](javascript:window.pwned=3) [JS](JAVASCRIPT:window.pwned=4) "
+    "[spaced](java\tscript:window.pwned=5) <javascript:window.pwned=6> "
+    "![pic](javascript:window.pwned=7) [data](data:text/html,<script>window.pwned=8</script>)\n\n"
+    '<div onclick="window.pwned=9">raw block</div>\n\n'
+    '<a href="javascript:window.pwned=10">raw link</a> <iframe src="javascript:1"></iframe>\n\n'
+    "[fine](https://example.com/a?b=1) [here](#e1)\n")
+
+
+@needs_markdown_it
+def test_markdown_is_rendered_in_the_page_and_nothing_in_it_runs(tmp_path, browser):
+    page_file = export_of(tmp_path, [user_entry("e1", None, "first"),
+                                     user_entry("e2", "e1", CRAFTED),
+                                     {"type": "message", "id": "e3", "parent_id": "e2",
+                                      "timestamp": "t", "message": {
+                                          "role": "assistant", "stop_reason": "stop",
+                                          "content": [{"type": "text", "text": CRAFTED}]}}])
+    page, errors = opened(browser, page_file)
+    for card in ("#e2", "#e3"):
+        assert page.text_content(f"{card} strong") == "bold"  # rendered, in the page
+        assert page.text_content(f"{card} code") == "code"
+        text = page.text_content(card)
+        assert "<script>window.pwned=1</script>" in text and 'onerror="window.pwned=2"' in text
+        assert '<div onclick="window.pwned=9">raw block</div>' in text  # raw HTML is text
+        hrefs = [a.get_attribute("href") for a in page.query_selector_all(f"{card} div.md a")]
+        assert hrefs == ["https://example.com/a?b=1", "#e1"], hrefs  # the rest stays text
+    assert page.query_selector_all("main img, main iframe, main script") == []
+    assert page.evaluate("""() => [...document.querySelectorAll("main *")].flatMap(
+        (el) => [...el.attributes].map((a) => a.name)).filter((n) => n.startsWith("on"))""") == []
+    page.click("#e2 >> text=raw block")  # were it an element, its onclick would run
+    assert page.evaluate("window.pwned") is None
+    # only the page's two scripts run: its own and markdown-it, each allowed by its hash
+    policy = page.get_attribute("meta[http-equiv=Content-Security-Policy]", "content")
+    assert policy.count("'sha256-") == 2 and "unsafe-eval" not in policy
+    assert errors == []
+
+
+def test_without_markdown_it_the_page_shows_markdown_as_text(tmp_path, browser):
+    from mulligan.app.exports.html import to_html
+
+    lines = [user_entry("e1", None, "first"), user_entry("e2", "e1", CRAFTED)]
+    page_file = tmp_path / "plain.html"
+    page_file.write_text(to_html(lines, "e2", title="t", session=b"", file_name="s.jsonl",
+                                 markdown_js=tmp_path / "missing.js"))
+    page, errors = opened(browser, page_file)
+    assert "libjs-markdown-it" in page.text_content("nav .meta")  # says why
+    assert page.text_content("#e2 div.md") == CRAFTED  # the source, whole, as text
+    assert page.query_selector_all("main strong, main a[href^=http], main img") == []
+    assert page.evaluate("window.pwned") is None
+    assert errors == []

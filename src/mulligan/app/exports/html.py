@@ -11,9 +11,17 @@ Out: one string of HTML with its styles and script inline and nothing to fetch: 
 Security Policy forbids any network use and lets only the page's own script run (by its hash:
 no other inline script, no inline event handler). The template is filled in one pass, so
 content holding a slot's name (`__DATA__`) is text, never a slot. Every piece of content is
-escaped -- messages are rendered as Markdown by markdown-it-py with raw HTML off, so a message
-holding `<script>` or `onerror=` is shown, never run -- and known key values are redacted
-(`redact`), in the page and in the embedded file. Never reads or writes a file.
+escaped, and known key values are redacted (`redact`), in the page and in the embedded file.
+
+Markdown (messages, summaries) is carried as escaped source and rendered in the page, only for
+the cards shown, by markdown-it's JavaScript build from Debian's `libjs-markdown-it`
+(MARKDOWN_IT_JS), embedded once with its own hash in the policy and configured with raw HTML
+off and links limited to http(s), mailto and #anchors -- so a message holding `<script>`,
+`onerror=` or a `javascript:` link is shown, never run. Rendering every card's Markdown in
+Python at export time was 70% of a 100k-entry export (issue 29). Without that file (a
+machine without the Debian package) the export still works: the Markdown is shown as the
+escaped, pre-wrapped text it is, and the page's header says why -- never a refusal, since the
+page loses only formatting, nothing of the record. Reads no file but that library.
 """
 
 from __future__ import annotations
@@ -27,9 +35,8 @@ import json
 import re
 from collections.abc import Callable, Mapping, Sequence
 from importlib import resources
+from pathlib import Path
 from typing import Any
-
-from markdown_it import MarkdownIt
 
 from mulligan.app.workspace.diffs import snapshot_diff
 from mulligan.app.workspace.snapshots import Store
@@ -41,14 +48,16 @@ from mulligan.session.entries import Entry
 __all__ = ["page_parts", "to_html"]
 
 DIFF_LINES = 200  # of one tool call's file changes
-# Raw HTML in a message is text; tables (GitHub's pipe tables) are drawn as tables.
-_MARKDOWN = MarkdownIt("commonmark", {"html": False}).enable("table")
+# markdown-it's browser build, as Debian's libjs-markdown-it installs it (.ci/run installs it).
+MARKDOWN_IT_JS = Path("/usr/share/javascript/markdown-it/markdown-it.js")
 
 
 def to_html(entries: Sequence[Entry], tip: str | None, *, title: str, session: bytes,
             file_name: str, system: str | None = None, store: Store | None = None,
-            redact: Callable[[str], str] = lambda text: text) -> str:
-    """The page (see the module docstring)."""
+            redact: Callable[[str], str] = lambda text: text,
+            markdown_js: Path = MARKDOWN_IT_JS) -> str:
+    """The page (see the module docstring); `markdown_js` is the markdown-it build to embed
+    (a missing one: Markdown shown as text)."""
     labels = all_labels(entries)
     on_path = set(path_ids(entries, tip))
     info = next((e for e in entries if e.get("type") == "session_info"), {})
@@ -62,6 +71,10 @@ def to_html(entries: Sequence[Entry], tip: str | None, *, title: str, session: b
     data = {"parents": parents, "order": attempts, "tip": shown_tip}
     if info.get("name"):
         title = f"{info['name']} · {title}"
+    library = _library(markdown_js)
+    if library is None:
+        meta += (" · Markdown shown as text: markdown-it (Debian's libjs-markdown-it) was not"
+                 " found at export time")
     parts = {
         "__TITLE__": _e(title),
         "__META__": _e(meta) + f" · {len(entries)} entries",
@@ -78,10 +91,14 @@ def to_html(entries: Sequence[Entry], tip: str | None, *, title: str, session: b
         "__JSONL__": _zipped(redact(session.decode("utf-8", "replace"))),
     }
     template, script_hash = _template()
+    # The scripts: never redacted (each must stay the script its hash names), never content.
+    scripts = {"__SCRIPTHASHES__": f"'sha256-{script_hash}'" + (
+        f" 'sha256-{library[1]}'" if library else ""),
+        "__MARKDOWNIT__": f'<script id="markdown-it">{library[0]}</script>' if library else ""}
     # One pass over the template: what a slot is filled with is never searched for slots
     # again, so content holding "__DATA__" stays text. Keys are redacted in each piece of
-    # content, never in the template (the script must stay the script its hash names).
-    return _SLOT.sub(lambda slot: script_hash if slot[0] == "__SCRIPTHASH__" else
+    # content, never in the template.
+    return _SLOT.sub(lambda slot: scripts[slot[0]] if slot[0] in scripts else
                      redact(parts[slot[0]]), template)
 
 
@@ -96,6 +113,19 @@ def _template() -> tuple[str, str]:
     (script,) = re.findall(r'<script type="module">(.*?)</script>', page, flags=re.DOTALL)
     digest = base64.b64encode(hashlib.sha256(script.encode()).digest()).decode()
     return page, digest
+
+
+@functools.cache
+def _library(path: Path) -> tuple[str, str] | None:
+    """markdown-it's script and its CSP hash, or None when it is missing, unreadable or could
+    end (or open) the <script> element it is put in."""
+    try:
+        script = path.read_text("utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+    if re.search(r"<(/?)script", script, flags=re.IGNORECASE):
+        return None
+    return script, base64.b64encode(hashlib.sha256(script.encode()).digest()).decode()
 
 
 def page_parts(page: str) -> dict[str, Any]:
@@ -122,6 +152,11 @@ def _zipped(text: str) -> str:
 
 def _e(text: Any) -> str:
     return html.escape(str(text), quote=True)
+
+
+def _markdown(text: str) -> str:
+    """Markdown as the page renders it when the card is shown: its source, escaped."""
+    return f'<div class="md">{_e(text)}</div>'
 
 
 def _script_json(value: Any) -> str:
@@ -247,7 +282,7 @@ def _card(entry: Entry, labels: Mapping[str, str], store: Store | None) -> str:
         what = "Summary of the attempt left" if kind == "branch_summary" else \
             "Compaction: summary of the conversation before it"
         head += f"<span>{what}</span>"
-        body = _MARKDOWN.render(str(entry.get("summary", "")))
+        body = _markdown(str(entry.get("summary", "")))
     elif kind == "branch":
         body = f"<p>↩ went back to {_e(entry.get('parent_id'))}</p>"
     elif kind == "session_info":
@@ -297,7 +332,7 @@ def _message(message: Mapping[str, Any], entry: Entry,
     """(css class, body, who) of a message card."""
     role = str(message.get("role"))
     if role == "user":
-        return "user", _MARKDOWN.render(_words(message.get("content"))) + \
+        return "user", _markdown(_words(message.get("content"))) + \
             _images(message.get("content")), "you"
     if role == "toolResult":
         content = _words(message.get("content"))
@@ -311,7 +346,7 @@ def _message(message: Mapping[str, Any], entry: Entry,
     parts = []
     for block in blocks_of(message):
         if block.get("type") == "text":
-            parts.append(_MARKDOWN.render(str(block.get("text", ""))))
+            parts.append(_markdown(str(block.get("text", ""))))
         elif block.get("type") == "thinking" and block.get("thinking"):
             parts.append(f"<details><summary>thinking</summary>"
                          f"<pre>{_e(block['thinking'])}</pre></details>")
