@@ -13,8 +13,8 @@ from mulligan.app.extensions.commands import command_folders, expand, load_comma
 from mulligan.app.extensions.setup import Extensions
 from mulligan.app.extensions.skills import load_skills, skill_folders
 from mulligan.app.settings import Settings
-from mulligan.frontends.pickers import SlashCompleter
 from mulligan.frontends.slash import commands, run_command
+from mulligan.frontends.terminal.pickers import SlashCompleter
 from mulligan.prompts import system_prompt
 from mulligan.session import SessionLog
 from mulligan.testing import ScriptedModel, say

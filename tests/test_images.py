@@ -21,7 +21,7 @@ from fakes import openai_server as gpt
 from fakes.http_server import ScriptedServer
 from mulligan import Harness
 from mulligan.app.exports.html import page_parts
-from mulligan.frontends.attachments import image_paths, with_attachments
+from mulligan.frontends.terminal.attachments import image_paths, with_attachments
 from mulligan.messages import content_text, shape_problem, user_message
 from mulligan.providers.anthropic import AnthropicModel
 from mulligan.providers.local.chat import chat_messages

@@ -230,7 +230,7 @@ def test_ctrl_c_twice_at_the_prompt_quits(tmp_path, new_file):
 def test_slash_commands_complete_with_tab(tmp_path, new_file):
     from prompt_toolkit.document import Document
 
-    from mulligan.frontends.pickers import SlashCompleter
+    from mulligan.frontends.terminal.pickers import SlashCompleter
 
     found = [c.text for c in SlashCompleter().get_completions(Document("/fo"), None)]
     assert found == ["/fork"]

@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.text import Text
 
 from mulligan.brief import arguments_text
-from mulligan.frontends.stream import MarkdownStream
+from mulligan.frontends.terminal.stream import MarkdownStream
 from mulligan.messages import content_text, text_of
 
 

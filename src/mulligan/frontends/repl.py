@@ -2,8 +2,8 @@
 
 A run happens on a worker thread so the prompt stays live: during a run Enter queues a
 steering message and Alt-Enter a follow-up, and Esc or Ctrl-C aborts the run (the transcript
-stays valid: the loop records the aborted reply). The keys are `frontends.keys`'; the live
-area under the input is `frontends.toolbar`'s. Typing "/" lists the commands.
+stays valid: the loop records the aborted reply). The keys are `frontends.terminal.keys`'; the live
+area under the input is `frontends.terminal.toolbar`'s. Typing "/" lists the commands.
 
 This layer only moves text between the terminal and the Controller (see
 `frontends.commands` for the commands). Tests drive it through prompt_toolkit's pipe input,
@@ -36,17 +36,17 @@ from rich.console import Console
 from mulligan import __version__
 from mulligan.app import Controller, LeaseHeld, Refused, model_label
 from mulligan.app.permissions import Answer, Question
-from mulligan.frontends.attachments import with_attachments
 from mulligan.frontends.attempt_commands import busy, live_lines
 from mulligan.frontends.commands import count
 from mulligan.frontends.extensions import custom_entries
-from mulligan.frontends.keys import bindings
 from mulligan.frontends.live import LiveRenderer
-from mulligan.frontends.pickers import SlashCompleter, one_key
 from mulligan.frontends.slash import KeyQuestion, Outcome, TreeWalk, run_command
 from mulligan.frontends.status import status_line
-from mulligan.frontends.toolbar import toolbar
-from mulligan.frontends.tree_walk import walk_tree
+from mulligan.frontends.terminal.attachments import with_attachments
+from mulligan.frontends.terminal.keys import bindings
+from mulligan.frontends.terminal.pickers import SlashCompleter, one_key
+from mulligan.frontends.terminal.toolbar import toolbar
+from mulligan.frontends.terminal.tree_walk import walk_tree
 from mulligan.home import create_private
 
 

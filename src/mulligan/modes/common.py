@@ -63,7 +63,7 @@ def choose_session(args: argparse.Namespace, sessions: Sessions, cwd: Path
 
     pick = None
     if args.resume:  # only -r draws a picker: -p and -c import no terminal UI
-        from mulligan.frontends.pickers import pick_session
+        from mulligan.frontends.terminal.pickers import pick_session
 
         pick = pick_session
     return choose(sessions, cwd, no_session=args.no_session, session=args.session,

@@ -13,7 +13,7 @@ import time
 from prompt_toolkit.formatted_text import StyleAndTextTuples
 
 from mulligan.frontends.live import LiveRenderer
-from mulligan.frontends.stream import wrap_words
+from mulligan.frontends.terminal.stream import wrap_words
 
 __all__ = ["SPINNER", "toolbar"]
 

@@ -19,7 +19,7 @@ from prompt_toolkit.shortcuts.choice_input import ChoiceInput
 from mulligan.app import SessionSummary
 from mulligan.app.exports.export import KINDS
 from mulligan.frontends.slash import listed
-from mulligan.frontends.stream import wrap_words
+from mulligan.frontends.terminal.stream import wrap_words
 
 __all__ = ["SlashCompleter", "one_key", "pick_session"]
 
