@@ -31,9 +31,11 @@ import functools
 import gzip
 import hashlib
 import html
+import itertools
 import json
 import re
-from collections.abc import Callable, Mapping, Sequence
+import zlib
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -78,17 +80,18 @@ def to_html(entries: Sequence[Entry], tip: str | None, *, title: str, session: b
     parts = {
         "__TITLE__": _e(title),
         "__META__": _e(meta) + f" · {len(entries)} entries",
-        "__TREE__": _zipped(redact(json.dumps(_tree(entries, on_path, labels, shown_tip),
-                                              ensure_ascii=False))),
+        # The big parts are made, redacted and zipped a slice at a time: never the whole
+        # list of rows or cards, nor its JSON, in memory at once (issue 29: the export's peak
+        # memory against the parse's).
+        "__TREE__": _zipped(_json_list(_tree(entries, on_path, labels, shown_tip), redact)),
         "__SYSTEM__": _system(system),
-        "__CARDS__": _zipped(redact(json.dumps(
-            [[e["id"], _card(e, labels, store)] for e in entries if e.get("type") != "label"],
-            ensure_ascii=False))),
+        "__CARDS__": _zipped(_json_list(([e["id"], _card(e, labels, store)] for e in entries
+                                         if e.get("type") != "label"), redact)),
         "__DATA__": _script_json(data),
         "__FILENAME__": _e(file_name),
         # The file once, gzipped (the page unzips it with DecompressionStream): a third of
         # its size or less, where base64 of the file alone was 1.33x.
-        "__JSONL__": _zipped(redact(session.decode("utf-8", "replace"))),
+        "__JSONL__": _zipped(redact(text) for text in _lines_of(session)),
     }
     template, script_hash = _template()
     # The scripts: never redacted (each must stay the script its hash names), never content.
@@ -144,10 +147,38 @@ def page_parts(page: str) -> dict[str, Any]:
                            r"\1", page)}
 
 
-def _zipped(text: str) -> str:
-    """`text` as the page carries data: base64 of its gzipped UTF-8 (the page unzips it with
-    DecompressionStream). Keys are redacted before, in the text: never in the zipped bytes."""
-    return base64.b64encode(gzip.compress(text.encode(), compresslevel=6, mtime=0)).decode()
+def _zipped(pieces: Iterable[str]) -> str:
+    """The text of `pieces` as the page carries data: base64 of its gzipped UTF-8 (the page
+    unzips it with DecompressionStream), zipped piece by piece. Keys are redacted before, in
+    the text: never in the zipped bytes."""
+    zipper = zlib.compressobj(6, zlib.DEFLATED, 31)  # 31: with gzip's header (mtime 0)
+    zipped = [zipper.compress(piece.encode()) for piece in pieces]
+    zipped.append(zipper.flush())
+    return base64.b64encode(b"".join(zipped)).decode()
+
+
+SLICE = 2000  # rows or cards made into JSON at a time
+
+
+def _json_list(items: Iterable[Any], redact: Callable[[str], str]) -> Iterator[str]:
+    """A JSON list of `items`, a slice at a time, each slice redacted (a key lies inside one
+    item's text, so never across two slices)."""
+    left = iter(items)
+    yield "["
+    for at, batch in enumerate(iter(lambda: list(itertools.islice(left, SLICE)), [])):
+        yield redact(("," if at else "") + json.dumps(batch, ensure_ascii=False)[1:-1])
+    yield "]"
+
+
+def _lines_of(session: bytes, size: int = 1 << 20) -> Iterator[str]:
+    """The file's text in slices of about `size` bytes, each ending at a line's end: a key
+    lies inside one line, and a newline byte is never inside a UTF-8 character."""
+    start = 0
+    while start < len(session):
+        end = session.find(b"\n", start + size)
+        end = len(session) if end < 0 else end + 1
+        yield session[start:end].decode("utf-8", "replace")
+        start = end
 
 
 def _e(text: Any) -> str:
@@ -202,7 +233,7 @@ def _summary_of(entry: Entry) -> str:
 
 
 def _tree(entries: Sequence[Entry], on_path: set[str], labels: Mapping[str, str],
-          tip: str | None) -> list[list[Any]]:
+          tip: str | None) -> Iterator[list[Any]]:
     """Rows in the shape of /tree, as data the page draws (`["a", id, depth, attempt it is
     folded in or "", classes, its text as HTML]`, `["f", attempt, depth, attempt around it or
     "", fork id]`), flat (one link per entry, its depth as an indent): the
@@ -219,7 +250,6 @@ def _tree(entries: Sequence[Entry], on_path: set[str], labels: Mapping[str, str]
     def kids(of: str | None) -> list[str]:
         return children.get(of, [])
 
-    rows: list[list[Any]] = []
     drawn: set[str] = set()
     roots = kids(None)
     main_root = next((r for r in roots if r in on_path), roots[-1] if roots else None)
@@ -237,13 +267,13 @@ def _tree(entries: Sequence[Entry], on_path: set[str], labels: Mapping[str, str]
             continue
         drawn.add(current)
         if outer is not None:  # an attempt's first entry: its fold button first
-            rows.append(["f", group, depth - 1, outer, parents.get(current) or ""])
+            yield ["f", group, depth - 1, outer, parents.get(current) or ""]
         label = f' <span class="label">[{_e(labels[current])}]</span>' \
             if current in labels else ""
         classes = " ".join(c for c in ("on-branch" if current in on_path else "",
                                        "tip" if current == tip else "") if c)
-        rows.append(["a", current, depth, group, classes,
-                     f"{_e(current)} {_e(cut(_summary_of(by_id[current]), 90))}{label}"])
+        yield ["a", current, depth, group, classes,
+               f"{_e(current)} {_e(cut(_summary_of(by_id[current]), 90))}{label}"]
         below = kids(current)
         if not below:
             continue
@@ -252,7 +282,6 @@ def _tree(entries: Sequence[Entry], on_path: set[str], labels: Mapping[str, str]
         for side in reversed([k for k in below if k != main]):
             folds += 1
             stack.append((side, depth + 1, f"f{folds}", group))
-    return rows
 
 
 def _system(system: str | None) -> str:
