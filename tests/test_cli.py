@@ -227,6 +227,27 @@ def test_sessions_export_md_never_overwrites_a_file_and_writes_it_0600(tmp_path,
     assert stat.S_IMODE(out.stat().st_mode) == 0o600 and "No global" in out.read_text()
 
 
+def test_sessions_export_dash_is_stdout_and_the_default_is_not_the_working_folder(
+        tmp_path, two_attempts):
+    """Issue 24 item 9: `-o -` writes to stdout; an html export without -o goes to
+    $MULLIGAN_HOME/exports (a file left in the working folder would later block
+    `sessions back --files`), and the path is printed."""
+    page = mulligan(tmp_path, "sessions", "export", str(two_attempts), "--format", "html",
+                    "-o", "-")
+    assert page.returncode == 0 and page.stdout.lstrip().startswith("<!")
+    assert not (tmp_path / "-").exists()
+    md = mulligan(tmp_path, "sessions", "export", str(two_attempts), "-o", "-")
+    assert md.returncode == 0 and "No global, please." in md.stdout
+    done = mulligan(tmp_path, "sessions", "export", str(two_attempts), "--format", "html")
+    assert done.returncode == 0, done.stderr
+    written = sorted((tmp_path / "home" / "exports").glob("mulligan-*.html"))
+    assert len(written) == 1 and str(written[0]) in done.stdout
+    assert not list((tmp_path / "work").glob("mulligan-*.html"))
+    jsonl = mulligan(tmp_path, "sessions", "export", str(two_attempts), "--format", "jsonl",
+                     "-o", "-")
+    assert jsonl.returncode == 2 and "md or html" in jsonl.stderr
+
+
 def test_session_is_an_alias_of_sessions(tmp_path, two_attempts):
     assert mulligan(tmp_path, "session", "ls").stdout == mulligan(tmp_path, "sessions",
                                                                    "ls").stdout

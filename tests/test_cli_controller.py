@@ -122,13 +122,13 @@ def test_no_command_changes_the_entries_the_log_hands_out(tmp_path):
     c.close()
 
 
-def test_export_writes_in_the_working_folder_and_never_overwrites(tmp_path):
+def test_export_defaults_to_the_exports_folder_and_never_overwrites(tmp_path):
     from mulligan.app.exports.linear import ExportTargetExists
 
     c = make(tmp_path, [say("ok")])
     list(c.run_prompt("hi"))
     default = c.export("md")
-    assert default == c.cwd / f"mulligan-{c.session_file.stem}.md"
+    assert default == c.home / "exports" / f"mulligan-{c.session_file.stem}.md"
     assert c.export("md", tmp_path.joinpath("x").relative_to(tmp_path)) == c.cwd / "x"
     with pytest.raises(ExportTargetExists):
         c.export("md")

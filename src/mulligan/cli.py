@@ -125,9 +125,10 @@ def build_parser() -> argparse.ArgumentParser:
                              "page holding every attempt of the session")
     export.add_argument("--leaf", metavar="ID", help="the branch ending at entry ID")
     export.add_argument("-o", "--output", metavar="OUT",
-                        help="where to write (md default: stdout; jsonl default: a new session "
-                             "file of this folder; html default: <session>.html here); never "
-                             "over an existing file")
+                        help="where to write, - for stdout (md default: stdout; jsonl default: a "
+                             "new session file of this folder; html default: "
+                             "$MULLIGAN_HOME/exports/mulligan-<session>.html); never over an "
+                             "existing file")
     with_file("check", "report problems in a session file (exit status 1 if any)")
     with_file("repair", "set a torn last line aside (into a file of its own, never deleted) so the "
                         "session can be read and appended to again; exit status 1 if other "

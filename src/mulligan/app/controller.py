@@ -473,13 +473,13 @@ class Controller:
     def export(self, kind: str, target: Path | None = None) -> Path:
         """Write the session out (`app.exports.export`): `kind` "md" as Markdown, "jsonl" as
         a new linear session file -- both the current branch -- or "html", one page of every
-        attempt. A relative `target` is taken in the working folder, where the tools act.
-        Never overwrites (ExportTargetExists). Returns the file."""
+        attempt. A relative `target` is taken in the working folder, where the tools act;
+        none: md and html go to `$MULLIGAN_HOME/exports`. Never overwrites (ExportTargetExists). Returns the file."""
         log = self._need_file("/export")
         if kind not in KINDS:
             raise Refused(f"/export: no format {kind!r}; md, jsonl or html")
         return export(log, cast(Kind, kind), self.cwd / target if target is not None else None,
-                      home=self.home, cwd=self.cwd, folder=self.cwd,
+                      home=self.home, cwd=self.cwd,
                       system=self.harness.system,
                       store=self.checkpoints.store if self.checkpoints is not None else None,
                       redact=self._redact_text or (lambda text: text))

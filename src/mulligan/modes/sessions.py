@@ -108,8 +108,8 @@ def sessions_tree(args: argparse.Namespace, out: TextIO) -> int:
 
 def sessions_export(args: argparse.Namespace, out: TextIO) -> int:
     """`mulligan sessions export FILE --format md|jsonl|html [--leaf ID] [-o OUT]`: the
-    export workflow the REPL's /export uses (`app.exports.export`); Markdown without -o goes
-    to stdout; the page carries the system prompt as the session's folder would give it now
+    export workflow the REPL's /export uses (`app.exports.export`); Markdown without -o, and
+    md or html with `-o -`, go to stdout; html without -o to `$MULLIGAN_HOME/exports`; the page carries the system prompt as the session's folder would give it now
     (when that folder is here), its checkpoints' diffs, keys redacted."""
     from mulligan.app.exports.export import export, render
     from mulligan.app.secrets import Secrets
@@ -117,19 +117,25 @@ def sessions_export(args: argparse.Namespace, out: TextIO) -> int:
     from mulligan.providers.config import environment, load_config
 
     log, entries, leaf = _entries_and_leaf(args)
-    if args.format == "md" and not args.output:
-        out.write(render(log, "md", leaf))
-        return 0
     home = home_of()
+    if args.output == "-" and args.format == "jsonl":
+        print("mulligan: sessions export: -o - takes md or html; a jsonl export is a new "
+              "session file", file=sys.stderr)
+        return 2
     system = None
     if args.format == "html":
         folder = sessions_of(home).folder_of(log, entries)
         system = system_prompt(None, folder) if folder is not None and folder.is_dir() \
             else None
+    redact = Secrets.of(environment(), load_config(home)).redact_text
+    if args.format != "jsonl" and args.output in (None, "-") and (
+            args.output == "-" or args.format == "md"):
+        out.write(render(log, args.format, leaf, system=system, store=store_of(home),
+                         redact=redact))
+        return 0
     target = export(log, args.format, Path(args.output) if args.output else None, home=home,
-                    cwd=working_folder(args), folder=Path.cwd(), leaf=leaf, system=system,
-                    store=store_of(home),
-                    redact=Secrets.of(environment(), load_config(home)).redact_text)
+                    cwd=working_folder(args), leaf=leaf, system=system,
+                    store=store_of(home), redact=redact)
     print(f"wrote {target}", file=out)
     return 0
 

@@ -4,7 +4,9 @@ share.
 In: a session's log, a kind (`KINDS`), the leaf whose branch is written (md, jsonl; html
 writes every attempt and opens at the leaf), and a target file. Out: the file written. Never
 overwrites anything (`ExportTargetExists`); a target of None takes the kind's default: for md
-and html `mulligan-<session>.<kind>` in `folder`, for jsonl a new session of `cwd`.
+and html `mulligan-<session>.<kind>` in `exports_folder(home)` (never the working folder: a
+file left there would later block `sessions back --files` as changed outside the agent), for
+jsonl a new session of `cwd`.
 """
 
 from __future__ import annotations
@@ -20,10 +22,15 @@ from mulligan.session import SessionLog
 if TYPE_CHECKING:
     from mulligan.app.workspace.snapshots import Store
 
-__all__ = ["KINDS", "Kind", "export", "origin_of", "render"]
+__all__ = ["KINDS", "Kind", "export", "exports_folder", "origin_of", "render"]
 
 Kind = Literal["md", "jsonl", "html"]
 KINDS: tuple[Kind, ...] = ("md", "jsonl", "html")
+
+
+def exports_folder(home: Path) -> Path:
+    """Where md and html exports go when no file is named: `$MULLIGAN_HOME/exports`."""
+    return home / "exports"
 
 
 def origin_of(log: SessionLog) -> str:
@@ -50,7 +57,7 @@ def render(log: SessionLog, kind: Literal["md", "html"], leaf: str | None = None
 
 
 def export(log: SessionLog, kind: Kind, target: Path | None, *, home: Path, cwd: Path,
-           folder: Path, leaf: str | None = None, system: str | None = None,
+           leaf: str | None = None, system: str | None = None,
            store: Store | None = None,
            redact: Callable[[str], str] = lambda text: text) -> Path:
     """Write `log` out as `kind` to `target` (see the module docstring); returns the file."""
@@ -61,6 +68,6 @@ def export(log: SessionLog, kind: Kind, target: Path | None, *, home: Path, cwd:
         target = target or new_session_path(home, cwd)
         write_linear(log.entries(), leaf, target, origin_file=origin_of(log))
         return target
-    target = target or folder / f"mulligan-{log.storage.short}.{kind}"
+    target = target or exports_folder(home) / f"mulligan-{log.storage.short}.{kind}"
     return write_new(target, render(log, kind, leaf, system=system, store=store,
                                     redact=redact))
