@@ -474,7 +474,8 @@ class Controller:
         """Write the session out (`app.exports.export`): `kind` "md" as Markdown, "jsonl" as
         a new linear session file -- both the current branch -- or "html", one page of every
         attempt. A relative `target` is taken in the working folder, where the tools act;
-        none: md and html go to `$MULLIGAN_HOME/exports`. Never overwrites (ExportTargetExists). Returns the file."""
+        none: md and html go to `$MULLIGAN_HOME/exports`. Never overwrites
+        (ExportTargetExists). Returns the file."""
         log = self._need_file("/export")
         if kind not in KINDS:
             raise Refused(f"/export: no format {kind!r}; md, jsonl or html")

@@ -109,8 +109,9 @@ def sessions_tree(args: argparse.Namespace, out: TextIO) -> int:
 def sessions_export(args: argparse.Namespace, out: TextIO) -> int:
     """`mulligan sessions export FILE --format md|jsonl|html [--leaf ID] [-o OUT]`: the
     export workflow the REPL's /export uses (`app.exports.export`); Markdown without -o, and
-    md or html with `-o -`, go to stdout; html without -o to `$MULLIGAN_HOME/exports`; the page carries the system prompt as the session's folder would give it now
-    (when that folder is here), its checkpoints' diffs, keys redacted."""
+    md or html with `-o -`, go to stdout; html without -o to `$MULLIGAN_HOME/exports`; the
+    page carries the system prompt as the session's folder would give it now (when that
+    folder is here), its checkpoints' diffs, keys redacted."""
     from mulligan.app.exports.export import export, render
     from mulligan.app.secrets import Secrets
     from mulligan.prompts import system_prompt
