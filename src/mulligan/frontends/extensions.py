@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from mulligan.app import Controller
-from mulligan.frontends.slash import Outcome, command
+from mulligan.frontends.slash import Outcome, command, fallback
 
 __all__ = ["ask_trust", "custom_command", "custom_entries", "server_lines"]
 
@@ -54,6 +54,7 @@ def custom_entries(controller: Controller) -> list[tuple[str, str]]:
     return [(c.name, c.description or f"(from {c.path})") for c in extensions.commands]
 
 
+@fallback
 def custom_command(controller: Controller, name: str, arguments: str) -> Outcome | None:
     """`/NAME ARGS` for a custom command: the text to send (and the model it names), or None
     when there is no such command."""

@@ -114,6 +114,18 @@ def command(name: str, usage: str, help: str, *, most_args: int | None, events: 
     return register
 
 
+# Handlers of a name no command has (a user's own command files), asked in registration
+# order; the first that answers with an Outcome wins, None passes.
+Fallback = Callable[[Controller, str, str], "Outcome | None"]
+_FALLBACKS: list[Fallback] = []
+
+
+def fallback(handler: Fallback) -> Fallback:
+    """Register `handler(controller, name, arguments)` for names no command has."""
+    _FALLBACKS.append(handler)
+    return handler
+
+
 @functools.cache
 def commands() -> dict[str, Command]:
     """Every registered command by name (aliases included), after importing the modules that
@@ -166,10 +178,12 @@ def run_command(controller: Controller, line: str, *, width: int = 80,
     name, args = words[0].lower(), words[1:]
     found = commands().get(name)
     if found is None:
-        from mulligan.frontends.extensions import custom_command
-
-        custom = custom_command(controller, words[0], line[1:].strip()[len(words[0]):].strip())
-        return custom or Outcome([f"unknown command /{name}; /help lists them"], error=True)
+        rest = line[1:].strip()[len(words[0]):].strip()
+        for handler in _FALLBACKS:
+            answered = handler(controller, words[0], rest)
+            if answered is not None:
+                return answered
+        return Outcome([f"unknown command /{name}; /help lists them"], error=True)
     most = found.most_args
     if most is not None and len([a for a in args if a != "--summary"]) > most:
         usage = f"/{name} {found.usage}".strip()
