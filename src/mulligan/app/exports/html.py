@@ -61,7 +61,8 @@ def to_html(entries: Sequence[Entry], tip: str | None, *, title: str, session: b
     """The page (see the module docstring); `markdown_js` is the markdown-it build to embed
     (a missing one: Markdown shown as text)."""
     labels = all_labels(entries)
-    on_path = set(path_ids(entries, tip))
+    path = path_ids(entries, tip)  # walked once, as the parents below are found once
+    on_path = set(path)
     info = next((e for e in entries if e.get("type") == "session_info"), {})
     meta = " · ".join(f"{key} {info[key]}" for key in ("name", "model", "cwd", "created")
                       if info.get(key))
@@ -69,7 +70,7 @@ def to_html(entries: Sequence[Entry], tip: str | None, *, title: str, session: b
     # A label is an entry of the file but not of the page: its child hangs from its parent,
     # so the branch through a labelled entry is whole.
     parents = _shown_parents(entries)
-    shown_tip = _shown_tip(entries, tip)
+    shown_tip = _shown_tip(entries, path)
     data = {"parents": parents, "order": attempts, "tip": shown_tip}
     if info.get("name"):
         title = f"{info['name']} · {title}"
@@ -83,7 +84,8 @@ def to_html(entries: Sequence[Entry], tip: str | None, *, title: str, session: b
         # The big parts are made, redacted and zipped a slice at a time: never the whole
         # list of rows or cards, nor its JSON, in memory at once (issue 29: the export's peak
         # memory against the parse's).
-        "__TREE__": _zipped(_json_list(_tree(entries, on_path, labels, shown_tip), redact)),
+        "__TREE__": _zipped(_json_list(_tree(entries, parents, on_path, labels,
+                                                   shown_tip), redact)),
         "__SYSTEM__": _system(system),
         "__CARDS__": _zipped(_json_list(([e["id"], _card(e, labels, store)] for e in entries
                                          if e.get("type") != "label"), redact)),
@@ -196,9 +198,9 @@ def _script_json(value: Any) -> str:
         "\u2028", "\\u2028").replace("\u2029", "\\u2029")
 
 
-def _shown_tip(entries: Sequence[Entry], tip: str | None) -> str | None:
+def _shown_tip(entries: Sequence[Entry], path: Sequence[str]) -> str | None:
     hidden = {e["id"] for e in entries if e.get("type") == "label"}
-    return next((i for i in reversed(path_ids(entries, tip)) if i not in hidden), None)
+    return next((i for i in reversed(path) if i not in hidden), None)
 
 
 def _shown_parents(entries: Sequence[Entry]) -> dict[str, str | None]:
@@ -232,8 +234,8 @@ def _summary_of(entry: Entry) -> str:
     return str(kind)
 
 
-def _tree(entries: Sequence[Entry], on_path: set[str], labels: Mapping[str, str],
-          tip: str | None) -> Iterator[list[Any]]:
+def _tree(entries: Sequence[Entry], parents: Mapping[str, str | None], on_path: set[str],
+          labels: Mapping[str, str], tip: str | None) -> Iterator[list[Any]]:
     """Rows in the shape of /tree, as data the page draws (`["a", id, depth, attempt it is
     folded in or "", classes, its text as HTML]`, `["f", attempt, depth, attempt around it or
     "", fork id]`), flat (one link per entry, its depth as an indent): the
@@ -242,7 +244,6 @@ def _tree(entries: Sequence[Entry], on_path: set[str], labels: Mapping[str, str]
     in each other are 2,000 levels of indent, not a RecursionError (nor 2,000 nested elements,
     past what a browser's parser nests)."""
     by_id = {e["id"]: e for e in entries}
-    parents = _shown_parents(entries)
     children: dict[str | None, list[str]] = {}
     for entry_id, parent in parents.items():
         children.setdefault(parent, []).append(entry_id)
@@ -294,10 +295,11 @@ def _system(system: str | None) -> str:
 
 def _card(entry: Entry, labels: Mapping[str, str], store: Store | None) -> str:
     entry_id = entry["id"]
+    shown_id = _e(entry_id)  # escaped once: it is written four times
     kind = entry.get("type")
     label = f' · <span class="label">{_e(labels[entry_id])}</span>' \
         if entry_id in labels else ""
-    head = (f'<div class="head"><a href="#{_e(entry_id)}">{_e(entry_id)}</a>'
+    head = (f'<div class="head"><a href="#{shown_id}">{shown_id}</a>'
             f"<span>{_e(entry.get('timestamp', ''))}</span>{label}")
     css, body = "card", ""
     if kind == "message":
@@ -325,7 +327,7 @@ def _card(entry: Entry, labels: Mapping[str, str], store: Store | None) -> str:
                 f"kept: {_e(', '.join(meta.get('kept') or []) or 'none')}</p>")
     else:
         body = f"<p>{_e(kind)}</p>"
-    return (f'<article id="{_e(entry_id)}" data-id="{_e(entry_id)}" class="{css}">'
+    return (f'<article id="{shown_id}" data-id="{shown_id}" class="{css}">'
             f"{head}</div>{body}</article>")
 
 
