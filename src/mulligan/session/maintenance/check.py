@@ -1,20 +1,8 @@
-"""Tools for damaged and old session files: check, repair, migrate.
-
-`check(file)` reads the whole file and reports every problem it finds, by line number and entry
-id, not just the first. `repair(file)` mends one kind of damage only -- a torn last line -- by
-moving the fragment, byte for byte, to a set-aside file (`<file>.torn-<time>`) and truncating
-the session to its last complete line; everything else is reported and left for a person.
-`migrate(old, new)` turns a file written before entries had parents into a new file in the
-current format; the old file is never changed. The CLI wires these to
-`mulligan session check|repair|migrate`.
-
-Never: delete a byte (the torn fragment is moved, not dropped), change a complete line, or
-write over an existing file.
-"""
+"""`check(file)`: every problem of a session file, by line number and entry id, not just the
+first; the file is read once and never changed (see the package docstring)."""
 
 from __future__ import annotations
 
-import fcntl
 import os
 import re
 from collections.abc import Iterable, Sequence
@@ -24,20 +12,11 @@ from typing import Any
 
 import orjson
 
-from mulligan.home import open_private
 from mulligan.messages import shape_problem
 from mulligan.session import sidecar
 from mulligan.session.branches import message_leaves
-from mulligan.session.entries import Entry, timestamp
-from mulligan.session.errors import (
-    NotAnObject,
-    NotOldFormat,
-    SessionError,
-    TargetExists,
-    TornLine,
-)
+from mulligan.session.entries import Entry
 from mulligan.session.index import _what, ancestors, entry_problem
-from mulligan.session.stores.storage import fsync_folder, write_all
 
 _SHOW = 50  # problems listed by format(); the rest are counted
 
@@ -73,44 +52,6 @@ class CheckReport:
         return "\n".join(lines)
 
 
-@dataclass
-class RepairReport:
-    """What repair() did: the torn fragment it set aside (if any), and what it left alone."""
-
-    file: str
-    moved_to: str | None = None  # the set-aside file holding the torn fragment
-    completed: bool = False  # the last line was a whole entry missing only its newline
-    fragment_bytes: int = 0
-    kept_bytes: int = 0  # the size of the session after the repair
-    problems: list[str] = field(default_factory=list)  # left for a person
-
-    @property
-    def ok(self) -> bool:
-        """True when the session is sound after the repair."""
-        return not self.problems
-
-    def format(self) -> str:
-        lines = []
-        if self.completed:
-            lines.append(f"{self.file}: the last line was a complete entry without its "
-                         "newline (a hand edit, say); added the newline, nothing removed")
-        elif self.moved_to is not None:
-            lines.append(f"{self.file}: set aside a torn last line of {self.fragment_bytes} "
-                         f"bytes in {self.moved_to}; the session now ends at byte "
-                         f"{self.kept_bytes}, after its last complete line")
-        else:
-            lines.append(f"{self.file}: no torn last line; nothing changed")
-        if self.problems:
-            lines.append(f"left for a person ({len(self.problems)}):")
-            lines += [f"  {problem}" for problem in self.problems[:_SHOW]]
-            if len(self.problems) > _SHOW:
-                lines.append(f"  ... and {len(self.problems) - _SHOW} more")
-        else:
-            lines.append("ok")
-        return "\n".join(lines)
-
-
-# ---- check --------------------------------------------------------------------------------
 
 
 def check(file: str | os.PathLike[str], *,
@@ -346,178 +287,8 @@ def _circles(parent: dict[str, str], line_of: dict[str, int]) -> Iterable[str]:
         yield f"entries {shown} -> {ring[0]} form a circle: each names the next as its parent"
 
 
-# ---- repair -------------------------------------------------------------------------------
-
-
-def repair(file: str | os.PathLike[str]) -> RepairReport:
-    """End a last line that is a whole JSON object but lacks its newline (an append: the
-    entry stays in the session). Otherwise set a torn last line aside: copy the fragment,
-    byte for byte, to `<file>.torn-<UTC time>` next to the session (fsynced), then truncate
-    the session to its last complete line. This is the one non-append change ever made to a
-    session file, and it is safe: the bytes removed are a write that never finished, no
-    reader could use them, and every append would be refused until they are gone; they are
-    kept in the set-aside file, never deleted. Holds the session's exclusive lock while it works, so
-    no writer interleaves. Any other damage is reported in `problems` and left as it is."""
-    name = os.fspath(file)
-    report = RepairReport(name)
-    try:
-        fd = os.open(name, os.O_RDWR | os.O_CLOEXEC)
-    except FileNotFoundError:
-        report.problems.append(f"{name}: no such file")
-        return report
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        size = os.fstat(fd).st_size
-        keep = _after_last_newline(fd, size)
-        report.kept_bytes = size
-        if keep < size:
-            fragment = os.pread(fd, size - keep, keep)
-            if _is_object(fragment):
-                # A whole entry that lacks only its newline: ending the line is an append,
-                # and keeps the entry in the session.
-                os.pwrite(fd, b"\n", size)
-                report.completed, report.kept_bytes = True, size + 1
-            else:
-                report.moved_to = _set_aside(name, fragment)
-                report.fragment_bytes = len(fragment)
-                os.ftruncate(fd, keep)
-                report.kept_bytes = keep
-            os.fsync(fd)
-    finally:
-        os.close(fd)
-    report.problems = check(name).problems
-    return report
-
-
 def _is_object(fragment: bytes) -> bool:
     try:
         return type(orjson.loads(fragment)) is dict
     except orjson.JSONDecodeError:
         return False
-
-
-def _after_last_newline(fd: int, size: int) -> int:
-    """The offset just after the last newline in the file (0 if there is none), reading
-    backwards in blocks, so a torn tail of any size is found without reading the file."""
-    end = size
-    block = 1 << 16
-    while end > 0:
-        start = max(0, end - block)
-        chunk = os.pread(fd, end - start, start)
-        found = chunk.rfind(b"\n")
-        if found >= 0:
-            return start + found + 1
-        end = start
-    return 0
-
-
-def _set_aside(name: str, fragment: bytes) -> str:
-    """Write `fragment` to a new file next to the session and make it durable; never over an
-    existing file (a counter is added if the name is taken)."""
-    stamp = timestamp().replace(":", "").replace("-", "")
-    base = f"{name}.torn-{stamp}"
-    for attempt in range(1000):
-        target = base if attempt == 0 else f"{base}.{attempt}"
-        try:
-            fd = open_private(target)
-        except FileExistsError:
-            continue
-        try:
-            write_all(fd, fragment)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        fsync_folder(target)
-        return target
-    raise FileExistsError(f"{base}: too many set-aside files already")
-
-
-# ---- migrate ------------------------------------------------------------------------------
-
-
-def migrate(old: str | os.PathLike[str], new: str | os.PathLike[str]) -> int:
-    """Convert a session written before entries had parents -- each line a message, or an
-    entry without parent_id, in order -- into `new`, where line n gets the id "e<n>" and the
-    parent "e<n-1>" (the first: null): the old order becomes one branch. Returns the number
-    of entries written.
-
-    An old entry keeps its type, timestamp and extra keys; a bare message becomes a message
-    entry; a label's target_id is renamed along with the ids. The old file is never changed.
-    Refuses, before writing anything: `new` existing (TargetExists), a line that is not a
-    JSON object or a torn last line (named by line number), and a file whose entries already
-    have parents (NotOldFormat). `new` appears complete or not at all."""
-    old_name, new_name = os.fspath(old), os.fspath(new)
-    if os.path.lexists(new_name):
-        raise TargetExists("already exists; migrate never writes over a file", file=new_name)
-    data = Path(old_name).read_bytes()
-    lines = data.split(b"\n")
-    torn = lines.pop()
-    if torn:
-        raise TornLine("the last line has no newline: a torn write (repair it first)",
-                       file=old_name, line=len(lines) + 1)
-    renamed: dict[str, str] = {}
-    converted: list[dict[str, Any]] = []
-    for number, raw in enumerate(lines, 1):
-        try:
-            item = orjson.loads(raw)
-        except orjson.JSONDecodeError as exc:
-            raise NotAnObject(f"not a JSON object ({exc})", file=old_name,
-                              line=number) from None
-        converted.append(_convert(item, number, old_name, renamed))
-    for entry in converted:
-        if entry["type"] == "label" and entry.get("target_id") in renamed:
-            entry["target_id"] = renamed[entry["target_id"]]
-    body = b"".join(orjson.dumps(entry) + b"\n" for entry in converted)
-    _write_new(new_name, body)
-    return len(converted)
-
-
-def _convert(item: Any, number: int, old_name: str, renamed: dict[str, str]) -> dict[str, Any]:
-    if type(item) is not dict:
-        raise NotAnObject(f"not a JSON object but {type(item).__name__}", file=old_name,
-                          line=number)
-    if "parent_id" in item:
-        raise NotOldFormat("already has a parent_id: this file is not from before entries "
-                           "had parents, and flattening it would lose its branches",
-                           file=old_name, line=number)
-    new_id = f"e{number}"
-    head = {"id": new_id, "parent_id": f"e{number - 1}" if number > 1 else None}
-    if "role" in item and "type" not in item:  # a bare message
-        return {"id": new_id, "type": "message", "parent_id": head["parent_id"],
-                "timestamp": timestamp(), "message": item}
-    if type(item.get("type")) is not str:
-        raise NotOldFormat("neither a message (no role) nor an entry (no type)",
-                           file=old_name, line=number)
-    if type(item.get("id")) is str:
-        renamed[item["id"]] = new_id
-    rest = {k: v for k, v in item.items() if k not in ("id", "type", "parent_id", "timestamp")}
-    return {"id": new_id, "type": item["type"], "parent_id": head["parent_id"],
-            "timestamp": item.get("timestamp") or timestamp(), **rest}
-
-
-def _write_new(new_name: str, body: bytes) -> None:
-    """Write `body` to a temporary file beside `new_name`, fsync it, then link it into place:
-    link() fails if `new_name` appeared meanwhile, so nothing is ever overwritten, and a crash
-    leaves either no file or a complete one."""
-    temp = f"{new_name}.migrating-{os.getpid()}"
-    folder = os.path.dirname(os.path.abspath(new_name))
-    if not os.path.isdir(folder):  # said of the file asked for, not of the temporary one
-        raise FileNotFoundError(2, "no such folder", folder)
-    fd = open_private(temp)
-    try:
-        try:
-            write_all(fd, body)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        try:
-            os.link(temp, new_name)
-        except FileExistsError:
-            raise TargetExists("already exists; migrate never writes over a file",
-                               file=new_name) from None
-    finally:
-        os.unlink(temp)
-    fsync_folder(new_name)
-
-
-__all__ = ["CheckReport", "RepairReport", "SessionError", "check", "migrate", "repair"]
