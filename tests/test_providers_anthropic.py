@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 
 from fakes import anthropic_server as wire
-from fakes.http_server import Drop, ScriptedServer, Sse, server_factory, stream_all
+from fakes.http_server import ScriptedServer, Sse, server_factory, stream_all
 from mulligan.messages import AssistantMessage, Message
 from mulligan.providers.anthropic import AnthropicModel
-from mulligan.providers.base import StreamDelta, ToolSpec
+from mulligan.providers.base import ToolSpec
 from mulligan.providers.retry import Backoff
 from mulligan.testing import call, reply, tool_result, user
 
@@ -39,16 +39,6 @@ def model(server: ScriptedServer, sleeps: list[float] | None = None,
 run = stream_all
 
 
-def test_a_plain_answer_streams_its_text_and_ends_with_the_whole_message(serve: Any) -> None:
-    server = serve(wire.text_reply("Hello", ", world."))
-    deltas, message = run(model(server), [user("Hi")])
-    assert deltas == [{"type": "text", "delta": "Hello"}, {"type": "text", "delta": ", world."}]
-    assert message == {"role": "assistant", "content": [{"type": "text",
-                                                         "text": "Hello, world."}],
-                       "stop_reason": "stop", "model": "anthropic/claude-sonnet-4-6",
-                       "usage": {"input": 12, "output": 7, "cache_read": 0, "cache_write": 0}}
-
-
 def test_the_request_carries_model_system_tools_and_the_key_only_in_a_header(serve: Any) -> None:
     server = serve(wire.text_reply("ok"))
     run(model(server, max_tokens=1000), [user("Hi")], [READ])
@@ -71,24 +61,6 @@ def test_usage_records_cache_reads_and_writes(serve: Any) -> None:
                               cache_write=40, output_tokens=3))
     _, message = run(model(server), [user("Hi")])
     assert message["usage"] == {"input": 5, "output": 3, "cache_read": 900, "cache_write": 40}
-
-
-def test_a_tool_call_whose_arguments_arrive_in_fragments_is_put_together(serve: Any) -> None:
-    server = serve(wire.reply(
-        wire.text_block(0, "Reading it."),
-        wire.tool_use_block(1, "toolu_01A", "read", '{"pa', 'th": "src/', 'main.py"}'),
-        stop_reason="tool_use"))
-    deltas, message = run(model(server), [user("Read main.py")], [READ])
-    assert [d for d in deltas if d["type"] == "toolcall"] == [
-        {"type": "toolcall", "id": "toolu_01A", "name": "read", "delta": ""},
-        {"type": "toolcall", "id": "toolu_01A", "name": "read", "delta": '{"pa'},
-        {"type": "toolcall", "id": "toolu_01A", "name": "read", "delta": 'th": "src/'},
-        {"type": "toolcall", "id": "toolu_01A", "name": "read", "delta": 'main.py"}'}]
-    assert message["stop_reason"] == "toolUse"
-    assert message["content"] == [
-        {"type": "text", "text": "Reading it."},
-        {"type": "toolCall", "id": "toolu_01A", "name": "read",
-         "arguments": {"path": "src/main.py"}}]
 
 
 def test_a_tool_call_whose_arguments_are_not_json_is_kept_with_its_raw_text(serve: Any) -> None:
@@ -193,31 +165,6 @@ def test_a_refusal_is_an_error_that_keeps_the_text(serve: Any) -> None:
     assert "refusal" in message["error_message"]
 
 
-def test_a_429_with_retry_after_is_retried_after_the_wait_the_server_asked_for(
-        serve: Any) -> None:
-    server = serve(wire.error(429, "rate_limit_error", "Number of requests has exceeded your "
-                              "rate limit", {"retry-after": "7"}),
-                   wire.text_reply("Finally."))
-    sleeps: list[float] = []
-    _, message = run(model(server, sleeps), [user("Hi")])
-    assert message["content"] == [{"type": "text", "text": "Finally."}]
-    assert sleeps == [7.0]
-    assert len(server.requests) == 2
-    assert server.requests[1].body == server.requests[0].body
-
-
-def test_a_500_three_times_gives_up_with_a_readable_error(serve: Any) -> None:
-    fault = wire.error(500, "api_error", "Internal server error")
-    server = serve(fault, fault, fault)
-    sleeps: list[float] = []
-    _, message = run(model(server, sleeps), [user("Hi")])
-    assert len(server.requests) == 3
-    assert sleeps == [0.5, 1.0]  # base 0.5, doubling, jitter factor pinned to 1
-    assert message["stop_reason"] == "error" and message["content"] == []
-    assert message["error_message"] == ("anthropic: gave up after 3 attempts: "
-                                        "500 api_error: Internal server error")
-
-
 def test_overloaded_529_is_retried(serve: Any) -> None:
     server = serve(wire.error(529, "overloaded_error", "Overloaded"), wire.text_reply("ok"))
     _, message = run(model(server), [user("Hi")])
@@ -287,14 +234,6 @@ def test_a_stream_that_ends_without_message_stop_before_any_content_is_retried(
     assert message["stop_reason"] == "stop" and len(server.requests) == 2
 
 
-def test_a_dropped_connection_before_any_answer_is_retried(serve: Any) -> None:
-    server = serve(Drop(), wire.text_reply("ok"))
-    sleeps: list[float] = []
-    _, message = run(model(server, sleeps), [user("Hi")])
-    assert message["stop_reason"] == "stop"
-    assert len(server.requests) == 2 and len(sleeps) == 1
-
-
 def test_a_401_is_not_retried_and_says_what_was_wrong(serve: Any) -> None:
     server = serve(wire.error(401, "authentication_error", "invalid x-api-key"),
                    wire.text_reply("never"))
@@ -306,37 +245,12 @@ def test_a_401_is_not_retried_and_says_what_was_wrong(serve: Any) -> None:
                                         "invalid x-api-key (not retried)")
 
 
-def test_a_400_is_not_retried(serve: Any) -> None:
-    server = serve(wire.error(400, "invalid_request_error", "messages: at least one message "
-                              "is required"))
-    _, message = run(model(server), [user("Hi")])
-    assert len(server.requests) == 1
-    assert message["error_message"] == ("anthropic: 400 invalid_request_error: messages: at "
-                                        "least one message is required (not retried)")
-
-
 def test_a_key_the_server_echoes_never_reaches_the_error_message(serve: Any) -> None:
     server = serve(wire.error(403, "permission_error", f"key {KEY} may not use this model"))
     _, message = run(model(server), [user("Hi")])
     assert KEY not in message["error_message"]
     assert "[redacted]" in message["error_message"]
     assert KEY not in repr(model(server))
-
-
-def test_abort_mid_stream_ends_promptly_with_the_partial_text(serve: Any) -> None:
-    stalled = wire.reply(wire.text_block(0, "Working", " on it"),
-                         wire.tool_use_block(1, "toolu_01A", "read", '{"pa'), stall_after=8)
-    server = serve(stalled)
-    abort = threading.Event()
-    seen: list[StreamDelta] = []
-    for delta in model(server).stream("sys", [user("Hi")], [READ], abort=abort):
-        seen.append(delta)
-        if delta.get("delta") == '{"pa':
-            threading.Timer(0.05, abort.set).start()
-    message = seen[-1]["message"]  # type: ignore[typeddict-item]
-    assert message["stop_reason"] == "aborted"
-    assert message["content"] == [{"type": "text", "text": "Working on it"}]
-    assert len(server.requests) == 1
 
 
 def test_an_abort_before_the_server_answers_leaves_no_reader_thread_behind(
@@ -356,20 +270,6 @@ def test_an_abort_before_the_server_answers_leaves_no_reader_thread_behind(
     assert readers and not any(reader.is_alive() for reader in readers)
 
 
-def test_an_abort_before_the_request_sends_nothing(serve: Any) -> None:
-    server = serve(wire.text_reply("never"))
-    abort = threading.Event()
-    abort.set()
-    _, message = run(model(server), [user("Hi")], abort=abort)
-    assert message["stop_reason"] == "aborted" and server.requests == []
-
-
-def test_complete_returns_the_message_stream_ends_with(serve: Any) -> None:
-    server = serve(wire.text_reply("Hel", "lo"), wire.text_reply("Hel", "lo"))
-    m = model(server)
-    assert m.complete("sys", [user("Hi")], []) == run(m, [user("Hi")])[1]
-
-
 def test_a_server_that_goes_silent_mid_reply_times_out_as_an_error_keeping_the_text(
         serve: Any) -> None:
     server = serve(wire.reply(wire.text_block(0, "Still ", "thinking"), stall_after=5))
@@ -383,32 +283,6 @@ def test_a_server_that_goes_silent_mid_reply_times_out_as_an_error_keeping_the_t
 
 def stalled() -> Sse:
     return wire.reply(wire.text_block(0, "never"), stall_after=0)  # headers, then silence
-
-
-def test_a_stream_silent_after_its_headers_is_retried_twice_then_ends_naming_the_wait(
-        serve: Any) -> None:
-    server = serve(stalled(), stalled(), stalled(), wire.text_reply("too late"))
-    m = model(server, backoff=Backoff(max_retries=5, base=0.01, random=lambda: 1.0),
-              idle_timeout=0.3)
-    _, message = run(m, [user("Hi")])
-    assert message["stop_reason"] == "error"
-    assert "the server sent nothing for 0.3 s" in message["error_message"]
-    assert len(server.requests) == 3  # the first try and two more
-
-
-def test_a_stall_then_a_good_stream_gives_the_reply(serve: Any) -> None:
-    server = serve(stalled(), wire.text_reply("here"))
-    _, message = run(model(server, idle_timeout=0.3), [user("Hi")])
-    assert message["content"] == [{"type": "text", "text": "here"}]
-    assert len(server.requests) == 2
-
-
-def test_a_stream_that_stalls_after_some_text_ends_at_once_keeping_it(serve: Any) -> None:
-    server = serve(wire.reply(wire.text_block(0, "Half ", "said"), stall_after=5))
-    _, message = run(model(server, idle_timeout=0.3), [user("Hi")])
-    assert message["content"] == [{"type": "text", "text": "Half said"}]
-    assert "sent nothing for 0.3 s (part of the reply" in message["error_message"]
-    assert len(server.requests) == 1
 
 
 def test_one_request_never_waits_past_its_deadline(serve: Any) -> None:

@@ -103,39 +103,6 @@ def test_a_tool_round_with_thinking_sends_the_signature_back_on_its_call(
             "name": "read", "response": {"output": "print(1)\n"}}}]}]
 
 
-def test_an_image_goes_as_inline_data(serve: Any) -> None:
-    server = serve(wire.text_reply("A pixel."))
-    image = {"type": "image", "mime_type": "image/png", "data": PNG_B64}
-    stream_all(model(server), [user([{"type": "text", "text": "And this?"},  # type: ignore
-                                     image])])
-    assert server.requests[0].body["contents"] == [{"role": "user", "parts": [
-        {"text": "And this?"}, {"inlineData": {"mime_type": "image/png", "data": PNG_B64}}]}]
-
-
-def test_a_429_with_a_retry_delay_is_retried_after_the_wait_asked_for(serve: Any) -> None:
-    server = serve(wire.error(429, "RESOURCE_EXHAUSTED", "Quota exceeded.", retry_delay="3s"),
-                   wire.text_reply("Finally."))
-    sleeps: list[float] = []
-    _, message = stream_all(model(server, sleeps), [user("Hi")])
-    assert message["content"] == [{"type": "text", "text": "Finally."}]
-    assert sleeps == [3.0] and len(server.requests) == 2
-
-
-def test_a_400_is_named_and_not_retried(serve: Any) -> None:
-    server = serve(wire.error(400, "INVALID_ARGUMENT", "Bad function declaration."))
-    _, message = stream_all(model(server), [user("Hi")])
-    assert message["stop_reason"] == "error" and len(server.requests) == 1
-    assert message["error_message"] == \
-        "google: 400 INVALID_ARGUMENT: Bad function declaration. (not retried)"
-
-
-def test_a_stalled_stream_is_tried_again(serve: Any) -> None:
-    server = serve(wire.text_reply("never", stall_after=0), wire.text_reply("ok"))
-    _, message = stream_all(model(server, idle_timeout=0.3), [user("Hi")])
-    assert message["content"] == [{"type": "text", "text": "ok"}]
-    assert len(server.requests) == 2
-
-
 def test_a_safety_stop_is_an_error_that_keeps_the_text(serve: Any) -> None:
     server = serve(wire.reply([wire.text("Here is")], finish="SAFETY"))
     _, message = stream_all(model(server), [user("Hi")])

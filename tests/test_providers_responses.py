@@ -118,29 +118,6 @@ def test_an_image_goes_as_an_input_image_in_user_content_and_in_a_tool_output(
         {"type": "input_image", "detail": "auto", "image_url": url}]}
 
 
-def test_a_429_with_retry_after_is_retried_after_the_wait_asked_for(serve: Any) -> None:
-    server = serve(wire.error(429, "Rate limit reached", "requests", "rate_limit_exceeded",
-                              {"retry-after": "3"}),
-                   wire.text_reply("Finally."))
-    sleeps: list[float] = []
-    _, message = stream_all(model(server, sleeps), [user("Hi")])
-    assert message["content"] == [{"type": "text", "text": "Finally."}]
-    assert sleeps == [3.0] and len(server.requests) == 2
-
-
-def test_a_stalled_stream_is_tried_again_and_a_stall_after_words_is_named(
-        serve: Any) -> None:
-    server = serve(wire.text_reply("never", stall_after=2), wire.text_reply("ok"))
-    _, message = stream_all(model(server, idle_timeout=0.3), [user("Hi")])
-    assert message["content"] == [{"type": "text", "text": "ok"}]
-    assert len(server.requests) == 2
-    server = serve(wire.text_reply("Part", "ial", stall_after=6))
-    _, message = stream_all(model(server, idle_timeout=0.3), [user("Hi")])
-    assert message["stop_reason"] == "error"
-    assert message["content"] == [{"type": "text", "text": "Partial"}]
-    assert "the server sent nothing for 0.3 s" in message["error_message"]
-
-
 def test_a_failed_response_and_a_cut_off_one_are_named(serve: Any) -> None:
     server = serve(wire.failed("server_error", "The model crashed."))
     _, message = stream_all(model(server), [user("Hi")])
