@@ -75,6 +75,13 @@ def test_a_second_home_goes_back_with_the_first_ones_files_byte_for_byte(tmp_pat
     assert (work / "a.txt").read_bytes() == b"one\n"
     assert (work / "b.bin").read_bytes() == BINARY
     assert sorted((home2 / "checkpoints" / "trees").glob("*.json"))  # fetched, kept here
+    # /diff's and the export's diffs read the same way: a third home, nothing local.
+    last_result = next(e["id"] for e in reversed(entries)
+                       if (e.get("workspace") or {}).get("after"))
+    diff = mulligan(tmp_path / "home3", work, "sessions", "diff", row["id"], first_result,
+                    last_result, store=pg_url)
+    assert diff.returncode == 0, diff.stderr
+    assert "-one" in diff.stdout and "+two" in diff.stdout and "b.bin" in diff.stdout
 
 
 def test_an_upload_killed_midway_is_finished_at_the_next_start(tmp_path, pg_url):
