@@ -65,6 +65,10 @@ class Provider:
     abort_at: str
     image_sent: Callable[[dict[str, Any]], Any]  # the request body -> the first user content
     image_shape: Any  # what "And this?" + the PNG must look like there
+    # (words, opaque token) -> thinking, then a read of main.py; `carries_token`: whether the
+    # token goes back with the next request (Chat Completions' reasoning never does)
+    thinks: Callable[[str, str], Sse]
+    carries_token: bool
 
 
 def _claude_cached() -> Sse:
@@ -95,6 +99,11 @@ ANTHROPIC = Provider(
     image_shape=[{"type": "text", "text": "And this?"},
                  {"type": "image", "source": {"type": "base64", "media_type": "image/png",
                                               "data": PNG_B64}}],
+    thinks=lambda words, token: claude.reply(
+        claude.thinking_block(0, [words], token),
+        claude.tool_use_block(1, "call_01A", "read", '{"path": "main.py"}'),
+        stop_reason="tool_use"),
+    carries_token=True,
 )
 
 CHAT = Provider(
@@ -120,6 +129,10 @@ CHAT = Provider(
     image_shape=[{"type": "text", "text": "And this?"},
                  {"type": "image_url",
                   "image_url": {"url": f"data:image/png;base64,{PNG_B64}"}}],
+    thinks=lambda words, token: chat.reply(
+        chat.reasoning(words), chat.tool_call(0, "call_01A", "read", '{"path": "main.py"}'),
+        finish_reason="tool_calls"),
+    carries_token=False,
 )
 
 RESPONSES = Provider(
@@ -146,6 +159,9 @@ RESPONSES = Provider(
     image_shape=[{"type": "input_text", "text": "And this?"},
                  {"type": "input_image", "detail": "auto",
                   "image_url": f"data:image/png;base64,{PNG_B64}"}],
+    thinks=lambda words, token: responses.Reply().reasoning([words], token)
+    .call("call_01A", "read", '{"path": "main.py"}').sse(),
+    carries_token=True,
 )
 
 GEMINI = Provider(
@@ -171,6 +187,10 @@ GEMINI = Provider(
     image_sent=lambda body: body["contents"][0]["parts"],
     image_shape=[{"text": "And this?"},
                  {"inlineData": {"mime_type": "image/png", "data": PNG_B64}}],
+    thinks=lambda words, token: gemini.reply(
+        [gemini.thought(words)],
+        [gemini.function_call("read", {"path": "main.py"}, signature=token)]),
+    carries_token=True,
 )
 
 PROVIDERS = [ANTHROPIC, CHAT, RESPONSES, GEMINI]
@@ -353,3 +373,24 @@ def test_an_image_goes_in_the_providers_own_shape(provider: Provider, serve: Any
     stream_all(model(provider, server),
                [user([{"type": "text", "text": "And this?"}, image])])  # type: ignore[list-item]
     assert provider.image_sent(server.requests[0].body) == provider.image_shape
+
+
+def test_thinking_is_streamed_kept_and_sent_back_as_the_provider_takes_it(
+        provider: Provider, serve: Any, tmp_path: Path) -> None:
+    (tmp_path / "main.py").write_text("print(1)\n")
+    token = "EqQBCkgIARABGAIiQLy-opaque-token"
+    server = serve(provider.thinks("I should read main.py.", token), provider.text("It prints 1."))
+    harness = Harness(model(provider, server), "Be brief.", [read_tool(tmp_path)])
+    events = list(harness.prompt("What does main.py do?"))
+    thinking = [e["delta"]["delta"] for e in events if e["type"] == "message_update"
+                and e["delta"]["type"] == "thinking"]
+    assert thinking == ["I should read main.py."]
+    first = harness.messages[1]["content"]
+    assert first[0]["type"] == "thinking"  # type: ignore[index]
+    assert first[0]["thinking"] == "I should read main.py."  # type: ignore[index,typeddict-item]
+    assert harness.messages[-1]["content"] == [{"type": "text", "text": "It prints 1."}]
+    sent_back = json.dumps(server.requests[1].body)
+    if provider.carries_token:
+        assert token in sent_back
+    else:
+        assert token not in sent_back and "I should read main.py." not in sent_back
