@@ -69,7 +69,8 @@ def tool_calls(url: str, files: int, calls: int) -> tuple[float, float, float]:
     rng = random.Random(7)
     for number in range(calls):
         payload = rng.randbytes(48 * 1024).hex()[:64 * 1024]  # new content every call
-        for kind, checkpoints in recorders.items():
+        order = list(recorders.items())
+        for kind, checkpoints in order[::-1] if number % 2 else order:  # neither always first
             target = checkpoints.root / f"f{number % files}.txt"
             started = time.perf_counter()
             checkpoints.listener({"type": "tool_execution_start", "tool_name": "write",
