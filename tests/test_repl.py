@@ -466,8 +466,9 @@ def test_the_banner_and_resume_count_one_message_in_the_singular(tmp_path, new_f
     other = new_file.with_name("other.jsonl")
     SessionLog(other).append_message(user("a"))
     SessionLog(other).append_message(say("b"))
-    assert resume_to(c, str(other)).lines == [f"resumed {other} (2 messages on its branch)",
-                                              "  you: a", "  ai: b"]  # where it left off
+    resumed = resume_to(c, str(other))
+    assert resumed.lines == [f"resumed {other} (2 messages on its branch)"]
+    assert [m["role"] for m in resumed.recap or []] == ["user", "assistant"]  # shown rendered
     c.close()
 
 

@@ -16,7 +16,6 @@ from mulligan.app import Controller, SessionSummary, model_label
 from mulligan.app.exports.export import KINDS
 from mulligan.app.rewind.back import Files, describe, plan_lines
 from mulligan.app.workspace.restore import Plan
-from mulligan.brief import cut, message_line
 from mulligan.frontends.live import compaction_line
 from mulligan.frontends.slash import (
     KeyQuestion,
@@ -257,7 +256,7 @@ def resume_to(c: Controller, target: str) -> Outcome:
     c.resume(log)
     notice = [n for n in (c.model_notice, c.notice) if n]
     return Outcome([*notice, f"resumed {target} ({count(len(c.harness.messages), 'message')} "
-                    "on its branch)", *recap(c.harness.messages)])
+                    "on its branch)"], recap=list(c.harness.messages))
 
 
 def count(number: int, noun: str) -> str:
@@ -312,21 +311,6 @@ def _new(c: Controller, args: list[str], width: int) -> Outcome:
     file = c.new_session()
     where = f"; it will be {file}" if file is not None else " (not saved)"
     return Outcome([f"a new session{where}, written at the first message"])
-
-
-def recap(messages: Sequence[Any], exchanges: int = 3) -> list[str]:
-    """The last few exchanges of a branch, a line each: what resuming shows."""
-    users = [at for at, m in enumerate(messages) if m.get("role") == "user"]
-    start = users[-exchanges] if len(users) >= exchanges else 0
-    lines = []
-    for message in messages[start:]:
-        if message.get("role") in ("user", "assistant"):
-            line = message_line(message)
-            if line != "ai: (empty)":
-                lines.append("  " + cut(line, 110))
-    if start > 0:
-        lines.insert(0, f"  … {start} earlier messages")
-    return lines
 
 
 def _help(c: Controller, args: list[str], width: int) -> Outcome:

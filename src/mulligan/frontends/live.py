@@ -10,7 +10,7 @@ transcript or the session file.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from rich.console import Console
@@ -290,9 +290,61 @@ class LiveRenderer:
             self._line(Text(f"  │ … {hidden} more line{'s' if hidden > 1 else ''}"
                             f"{self._expand}", style="cyan dim"))
 
+    def replay(self, messages: Sequence[Mapping[str, Any]]) -> None:
+        """Show finished messages as the run showed them (what resuming prints): the user's
+        words after `› `, replies rendered as Markdown, tool calls and results as their
+        lines, thinking folded into a line, an aborted or failed reply marked."""
+        for message in messages:
+            role = message.get("role")
+            if role == "user":
+                self._line(Text("› ", style="bold green")
+                           + Text(content_text(message.get("content"))))
+            elif role == "toolResult":
+                result = {"content": message.get("content")}
+                if message.get("tool_name") == "bash":
+                    self._bash_result(result, bool(message.get("is_error")))
+                else:
+                    self._result(result, bool(message.get("is_error")))
+            elif role == "assistant":
+                self._replay_reply(message)
+
+    def _replay_reply(self, message: Mapping[str, Any]) -> None:
+        content = message.get("content")
+        blocks = content if isinstance(content, list) else [{"type": "text", "text": content}]
+        for block in blocks:
+            if not isinstance(block, Mapping):
+                continue
+            kind = block.get("type")
+            if kind == "text" and str(block.get("text") or "").strip():
+                stream = MarkdownStream(self.console)
+                for line in [*stream.add(str(block["text"])), *stream.end()]:
+                    self._line(line)
+            elif kind == "thinking" and block.get("thinking"):
+                self._line(f"· thought for {len(str(block['thinking']))} characters",
+                           "dim italic")
+            elif kind == "toolCall":
+                self._call(str(block.get("name")), block.get("arguments") or {})
+        reason = message.get("stop_reason")
+        if reason == "error":
+            self._line(f"✗ the run stopped: {message.get('error_message', 'it failed')}",
+                       "bold red")
+        elif reason == "aborted":
+            self._line("(aborted)", "yellow")
+
     def finish(self) -> bool:
         self._flush_pending()
         if self._midline:
             self.console.print()
             self._midline = False
         return self.last is not None and self.last.get("stop_reason") not in ("error", "aborted")
+
+
+def show_recap(console: Console, messages: Sequence[Mapping[str, Any]],
+               exchanges: int = 3) -> None:
+    """Where a resumed branch left off: its last `exchanges` exchanges as the run showed
+    them (`LiveRenderer.replay`), after a line counting the earlier messages."""
+    users = [at for at, m in enumerate(messages) if m.get("role") == "user"]
+    start = users[-exchanges] if len(users) >= exchanges else 0
+    if start > 0:
+        console.print(Text(f"… {start} earlier messages", style="dim"))
+    LiveRenderer(console, markdown=True).replay(messages[start:])

@@ -39,7 +39,7 @@ from mulligan.app.permissions import Answer, Question
 from mulligan.frontends.attempt_commands import busy, live_lines
 from mulligan.frontends.commands import count
 from mulligan.frontends.extensions import custom_entries
-from mulligan.frontends.live import LiveRenderer
+from mulligan.frontends.live import LiveRenderer, show_recap
 from mulligan.frontends.slash import KeyQuestion, Outcome, TreeWalk, run_command
 from mulligan.frontends.status import status_line
 from mulligan.frontends.terminal.attachments import with_attachments
@@ -338,6 +338,8 @@ class Repl:
         for shown in outcome.lines:
             self._print(shown, "red" if outcome.error else _diff_style(shown) if outcome.diff
                         else None)
+        if outcome.recap:  # /resume: where that branch left off, rendered as it was shown
+            show_recap(self.console, outcome.recap)
         if outcome.fill is not None:
             self._fill = outcome.fill
         if outcome.send is not None:  # a custom command: its text is the prompt

@@ -78,6 +78,7 @@ class Outcome:
     cancelled: bool = False          # the user cancelled: nothing was done
     send: str | None = None          # send this text as a prompt (a custom command)
     model: str | None = None         # ... with this model (its front matter's `model`)
+    recap: list[Any] | None = None   # messages to show as the run showed them (/resume)
 
 
 @dataclass(frozen=True)
@@ -136,8 +137,15 @@ def commands() -> dict[str, Command]:
 
 
 def listed() -> list[Command]:
-    """The commands /help and the `/` menu show, in registration order."""
-    return [c for c in commands().values() if c.listed]
+    """The commands /help and the `/` menu show, in `COMMAND_MODULES` order, then registration
+    order (not import order: which module a frontend happens to import first must not
+    reorder the menu)."""
+    def place(c: Command) -> int:
+        module = getattr(c.handler, "__module__", "")
+        return COMMAND_MODULES.index(module) if module in COMMAND_MODULES else \
+            len(COMMAND_MODULES)
+
+    return sorted((c for c in commands().values() if c.listed), key=place)
 
 
 def help_lines(width: int = 100) -> list[str]:

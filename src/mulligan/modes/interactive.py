@@ -24,7 +24,7 @@ def run_interactive(args: argparse.Namespace, err: TextIO) -> int:
     """The REPL in the working folder."""
     from rich.console import Console
 
-    from mulligan.frontends.commands import recap
+    from mulligan.frontends.live import show_recap
     from mulligan.frontends.repl import Repl, banner
 
     if not sys.stdin.isatty():
@@ -43,8 +43,7 @@ def run_interactive(args: argparse.Namespace, err: TextIO) -> int:
         console.print(line, style="dim", markup=False, highlight=False)
     for line in controller.extensions.problems if controller.extensions else []:
         console.print(line, style="yellow", markup=False, highlight=False)
-    for line in recap(controller.harness.messages):  # resuming: where the branch left off
-        console.print(line, markup=False, highlight=False)
+    show_recap(console, controller.harness.messages)  # resuming: where the branch left off
     # --no-session writes nothing, the input history included.
     history = None if args.no_session else home_of() / "history"
     status = Repl(controller, console=console, history_file=history).run()
