@@ -168,6 +168,13 @@ def test_a_manifest_changed_in_the_database_is_refused_by_name(tmp_path, pg_url)
                      "manifest, 'UTF8'), '../x.txt', 'b.txt'), 'UTF8')")
     with pytest.raises(ValueError, match=f"snapshot {tree.id} .*its content has id"):
         reader.load(tree.id)
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("UPDATE mulligan_trees SET manifest = convert_to(replace(convert_from("
+                     "manifest, 'UTF8'), 'b.txt', 'a.txt'), 'UTF8')")
+        conn.execute("UPDATE mulligan_blobs SET data = 'not hello'")
+    with pytest.raises(ValueError, match="blob [0-9a-f]{40} .*do not hash to its name"):
+        reader.load(tree.id)
     with pytest.raises(ValueError, match="not 40 hex"):
         reader.load("../../etc")
+    assert not (tmp_path / "home2" / "checkpoints" / "blobs").exists()
     assert not (tmp_path / "home2" / "checkpoints" / "trees").exists()

@@ -124,11 +124,17 @@ class Shared:
                              f"{made}: refused (the manifest was changed)")
         wanted = sorted({e[4] for e in files.values() if e[0] == "file"
                          if not self.store.has_blob(e[4])})
-        for digest in wanted:
-            if not self.fetch_blob(digest):
-                raise FileNotFoundError(2, f"snapshot {tree_id} names blob {digest}, which "
-                                           f"{self.database.name} does not hold (freed by "
-                                           "mulligan gc?)", str(self.store.root))
+        for start in range(0, len(wanted), 256):  # a query per 256 blobs, not one each
+            chunk = wanted[start:start + 256]
+            with self._reading() as conn:
+                found = dict(conn.execute("SELECT hash, data FROM mulligan_blobs WHERE hash = "
+                                          "ANY(%s)", (chunk,)).fetchall())
+            for digest in chunk:
+                if digest not in found:
+                    raise FileNotFoundError(2, f"snapshot {tree_id} names blob {digest}, "
+                                               f"which {self.database.name} does not hold "
+                                               "(freed by mulligan gc?)", str(self.store.root))
+                self._keep(digest, bytes(found[digest]))
         with self._lock:
             self._known.add(tree_id)  # from the database: not to be uploaded back
         self.store.record(Path("."), files, skipped, ignored)
@@ -143,12 +149,15 @@ class Shared:
                                (digest,)).fetchone()
         if row is None:
             return False
-        data = bytes(row[0])
+        self._keep(digest, bytes(row[0]))
+        return True
+
+    def _keep(self, digest: str, data: bytes) -> None:
+        """Put a blob from the database into the local store, if it is what its name says."""
         if hashlib.blake2b(data, digest_size=20).hexdigest() != digest:
             raise ValueError(f"blob {digest} in {self.database.name}: its bytes do not hash "
                              "to its name: refused")
         self.store.keep(data)
-        return True
 
     # ---- uploading ----------------------------------------------------------------------
 
