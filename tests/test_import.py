@@ -223,3 +223,26 @@ def test_all_imports_every_session_each_tool_keeps_for_this_folder(tmp_path):
     shutil.copy(FIXTURES / "codex-rollout.jsonl", codex / "rollout-elsewhere.jsonl")
     done = mulligan(tmp_path, "--all", "codex", env={"CODEX_HOME": str(tmp_path / "codex")})
     assert done.returncode == 0 and done.stdout.count("imported ") == 1
+
+
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "import-fixtures"
+
+
+def shared_fixtures() -> list[Path]:
+    """Real session files the tools wrote, placed by the steering repo in
+    shared/import-fixtures/<tool>/ (developers may not commit fetched data; see
+    tests/fixtures/README.md); none there: nothing to run."""
+    return sorted(SHARED.glob("*/*.jsonl")) if SHARED.is_dir() else []
+
+
+@pytest.mark.skipif(not shared_fixtures(), reason="no shared/import-fixtures/<tool>/*.jsonl "
+                    "placed by the steering repo")
+@pytest.mark.parametrize("file", shared_fixtures(), ids=lambda f: f"{f.parent.name}/{f.name}")
+def test_real_files_from_the_shared_folder_import_into_sound_sessions(tmp_path, file):
+    out = tmp_path / "out.jsonl"
+    done = mulligan(tmp_path, str(file), "--from", file.parent.name, "-o", str(out))
+    assert done.returncode == 0, done.stderr
+    check = subprocess.run([PYTHON, "-m", "mulligan", "sessions", "check", str(out)],
+                           capture_output=True, text=True, env={**os.environ,
+                                                                "MULLIGAN_HOME": str(tmp_path)})
+    assert check.returncode == 0, check.stdout
