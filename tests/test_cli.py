@@ -238,6 +238,8 @@ def test_sessions_export_dash_is_stdout_and_the_default_is_not_the_working_folde
     assert not (tmp_path / "-").exists()
     md = mulligan(tmp_path, "sessions", "export", str(two_attempts), "-o", "-")
     assert md.returncode == 0 and "No global, please." in md.stdout
+    assert f"cwd: `{tmp_path / 'work'}`" in md.stdout  # readable, not `\/tmp\/...`
+    assert "\nUse a global?\n" in md.stdout and "```\nUse a global?" not in md.stdout
     done = mulligan(tmp_path, "sessions", "export", str(two_attempts), "--format", "html")
     assert done.returncode == 0, done.stderr
     written = sorted((tmp_path / "home" / "exports").glob("mulligan-*.html"))

@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from mulligan.app.exports.reply_markdown import reply_markdown
 from mulligan.brief import call_text, flat
 from mulligan.home import open_private, private_dirs
 from mulligan.messages import content_text
@@ -38,10 +39,12 @@ def to_markdown(
     """The branch ending at `leaf_id` as a Markdown transcript: who said what, tool calls with
     their arguments, tool results, labels and model changes as small notes.
 
-    No content can make HTML, a heading, a list or a fence of its own: every message's words
-    are in a fenced block whose fence is longer than any backtick run inside them, and every
-    short piece set in running text (a label, a tool name, a title, session facts) has its
-    punctuation escaped and its line breaks folded."""
+    The model's replies are Markdown, as written (`reply_markdown`: no HTML, their headings
+    below the export's own, no fence left open); everything else -- the user's words, tool
+    results, arguments, summaries -- is in a fenced block whose fence is longer than any
+    backtick run inside it; session facts are code spans; every other short piece set in
+    running text (a label, a tool name, a title) has its punctuation escaped and its line
+    breaks folded. No content can make HTML or a heading of level 1 or 2."""
     chosen = branch_entries(entries, leaf_id)
     labels = labels_of(entries)
     out = [f"# {_inline(title)}", ""]
@@ -49,7 +52,7 @@ def to_markdown(
         kind = entry.get("type")
         label = f" — *{_inline(labels[entry['id']])}*" if entry["id"] in labels else ""
         if kind == "session_info":
-            facts = [f"{k}: {_inline(entry[k])}" for k in ("name", "cwd", "model", "created",
+            facts = [f"{k}: {_code(entry[k])}" for k in ("name", "cwd", "model", "created",
                                                            "origin_file", "origin_entry")
                      if entry.get(k)]
             if facts:
@@ -83,7 +86,7 @@ def _message_markdown(entry_id: str, message: Mapping[str, Any], label: str) -> 
     lines = [f"## Assistant ({entry_id}){label}", ""]
     for block in blocks_of(message):
         if block.get("type") == "text":
-            lines += [*_fenced(str(block.get("text", ""))), ""]
+            lines += [*reply_markdown(str(block.get("text", ""))), ""]
         elif block.get("type") == "thinking" and block.get("thinking"):
             lines += ["<details><summary>thinking</summary>", "",
                       *_fenced(str(block["thinking"])), "", "</details>", ""]
@@ -107,12 +110,23 @@ def _fenced(text: str, language: str = "") -> list[str]:
     return [fence + language, text.rstrip("\n"), fence]
 
 
-_PUNCTUATION = re.compile(r"([!-/:-@\[-`{-~])")  # every ASCII punctuation character
+# The ASCII punctuation that can mean something in the middle of a line (emphasis, code,
+# links, images, HTML, entities, a heading's closing #); `-`, `.`, `/`, `:` and the like only
+# mean something at a line's start, where a piece never is, and are left readable.
+_PUNCTUATION = re.compile(r"([\\`*_\[\]<>&#!|~{}^])")
+
+
+def _code(value: Any) -> str:
+    """A short piece as a code span (a path, a model name): read as it is, nothing escaped."""
+    words = flat(value)
+    longest = max((len(run) for run in re.findall("`+", words)), default=0)
+    tick = "`" * (longest + 1)
+    return f"{tick} {words} {tick}" if longest or words.startswith(" ") else f"`{words}`"
 
 
 def _inline(value: Any) -> str:
-    """A short piece for running text: one line, every ASCII punctuation character
-    backslash-escaped (CommonMark's escape), so it is read as the words it is."""
+    """A short piece for running text: one line, the punctuation that could mean something
+    there backslash-escaped (CommonMark's escape), so it is read as the words it is."""
     return _PUNCTUATION.sub(r"\\\1", flat(value))
 
 
