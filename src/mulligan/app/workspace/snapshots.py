@@ -30,15 +30,16 @@ import os
 import re
 import stat
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import orjson
-import pathspec
 
 from mulligan.app.workspace.monitor import Monitor
+from mulligan.app.workspace.walk import TEMP_MARK
+from mulligan.app.workspace.walk import walk as _walk
 from mulligan.home import folder_slug, open_private, private_dirs
 
 __all__ = ["TEMP_MARK", "FileFacts", "Manifest", "Store", "Unsafe", "changed_paths",
@@ -52,7 +53,6 @@ MAX_FILE = 20 << 20  # bytes: a larger file is not kept (listed as not restorabl
 MAX_SNAPSHOT = 1 << 30  # bytes of new content one snapshot may add to the store
 _RACY = 2_000_000_000  # ns: a file changed this close to the cache's writing is read again
 # A restore writes ".<name>.mulligan-restore-<pid>" and renames it into place: never recorded.
-TEMP_MARK = ".mulligan-restore-"
 
 
 class Unsafe(ValueError):
@@ -433,89 +433,3 @@ def _load_cache(path: Path) -> dict[str, Any]:
     except (FileNotFoundError, orjson.JSONDecodeError):
         return {}
     return data if isinstance(data, dict) and isinstance(data.get("files"), dict) else {}
-
-
-def _walk(root: str, skipped: dict[str, str], ignored: list[str], temps: list[str],
-          visit: Callable[[str], None] | None = None,
-          excluded: tuple[set[str], list[tuple[str, str]]] = (set(), [])
-          ) -> Iterator[tuple[str, os.stat_result]]:
-    """(relative path, lstat) of every folder, file and link under `root` that git would not
-    ignore, folder by folder in name order, never into `.git` nor through a link. Unreadable
-    folders are listed in `skipped`; sockets, pipes and devices too; what is ignored (and
-    `excluded`: Mulligan's own files) in `ignored`, topmost only; a restore's temporary files
-    in `temps`. Paths are plain strings: this runs once per file on every snapshot.
-    `visit(folder)` is called with each folder's absolute path before it is read (and with
-    `.git/info`, whose `exclude` counts too)."""
-    exclude = os.path.join(root, ".git", "info", "exclude")
-    if visit is not None and os.path.isdir(os.path.dirname(exclude)):
-        visit(os.path.dirname(exclude))
-    base = [("", _spec(Path(exclude)))] if os.path.isfile(exclude) else []
-    stack: list[tuple[str, list[tuple[str, pathspec.GitIgnoreSpec | None]]]] = [("", base)]
-    isdir, isreg, islnk = stat.S_ISDIR, stat.S_ISREG, stat.S_ISLNK
-    whole, prefixes = excluded
-    mine = {rel.rpartition("/")[0] for rel in whole}
-    while stack:
-        rel_dir, specs = stack.pop()
-        here = os.path.join(root, rel_dir) if rel_dir else root
-        if visit is not None:  # before its .gitignore and its entries are read
-            visit(here)
-        ignore_file = os.path.join(here, ".gitignore")
-        if os.path.isfile(ignore_file):
-            specs = [*specs, (rel_dir, _spec(Path(ignore_file)))]
-        specs = [(b, s) for b, s in specs if s is not None]
-        prefix = rel_dir + "/" if rel_dir else ""
-        try:
-            with os.scandir(here) as found:
-                items = sorted(found, key=lambda e: e.name)
-        except OSError as exc:
-            skipped[rel_dir or "."] = f"folder could not be read ({exc.strerror})"
-            continue
-        below = []
-        for item in items:
-            name = item.name
-            if name == ".git":
-                continue  # "ignored" by Manifest.state's own rule
-            rel = prefix + name
-            if TEMP_MARK in name:
-                temps.append(rel)
-                continue
-            if rel_dir in mine and (rel in whole or any(
-                    folder == rel_dir and name.startswith(start) for folder, start in prefixes)):
-                ignored.append(rel)
-                continue
-            info = item.stat(follow_symlinks=False)
-            mode = info.st_mode
-            folder = isdir(mode)
-            if specs and _ignored(rel, folder, specs):
-                ignored.append(rel)
-                continue
-            if not (folder or isreg(mode) or islnk(mode)):
-                skipped[rel] = "not a file, folder or link (a pipe, socket, device)"
-                continue
-            yield rel, info
-            if folder:
-                below.append((rel, specs))
-        stack.extend(reversed(below))
-
-
-def _spec(path: Path) -> pathspec.GitIgnoreSpec | None:
-    try:
-        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
-    except OSError:
-        return None
-    return pathspec.GitIgnoreSpec.from_lines(lines) if any(
-        line.strip() and not line.startswith("#") for line in lines) else None
-
-
-def _ignored(rel: str, is_dir: bool,
-             specs: list[tuple[str, pathspec.GitIgnoreSpec | None]]) -> bool:
-    """git's answer: the deepest .gitignore that has a say decides (a later `!` re-includes)."""
-    verdict = False
-    for base, spec in specs:
-        if spec is None:
-            continue
-        inner = rel[len(base) + 1:] if base else rel
-        result = spec.check_file(inner + "/" if is_dir else inner)
-        if result.include is not None:
-            verdict = bool(result.include)
-    return verdict
