@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from mulligan.messages import ABORTED, HUNG_UP, TERMINATED
 from mulligan.session import SessionLog
 from mulligan.testing import call, reply, say
 from test_tools_bash import gone
@@ -60,6 +61,8 @@ def test_a_signal_in_print_mode_kills_the_command_records_it_and_exits(tmp_path,
     messages = recorded(tmp_path)
     assert messages[-2]["role"] == "toolResult" and "Aborted" in messages[-2]["content"]
     assert messages[-1]["stop_reason"] == "aborted"
+    # Recorded as what happened, not as the user's doing (issue 24 item 10).
+    assert messages[-1]["error_message"] == (HUNG_UP if number == signal.SIGHUP else TERMINATED)
 
 
 def test_sighup_in_the_repl_kills_the_command_records_it_and_exits(tmp_path):
@@ -86,3 +89,4 @@ def test_sighup_in_the_repl_kills_the_command_records_it_and_exits(tmp_path):
     messages = recorded(tmp_path)
     assert messages[-2]["role"] == "toolResult" and "Aborted" in messages[-2]["content"]
     assert messages[-1]["stop_reason"] == "aborted"
+    assert messages[-1]["error_message"] == HUNG_UP != ABORTED

@@ -13,7 +13,7 @@ from collections import deque
 from collections.abc import Callable, Generator, Iterable, Sequence
 from typing import cast
 
-from mulligan.loop import Compactor, View, run_agent
+from mulligan.loop import Abort, Compactor, View, run_agent
 from mulligan.messages import Content, Message
 from mulligan.tools import Tool
 from mulligan.wire import Event, Model
@@ -84,7 +84,7 @@ class Harness:
         self._view = View()  # what the model is sent, kept up to date from run to run
         self._lock = threading.Lock()  # guards _running, _abort and _listeners across threads
         self._running = False
-        self._abort = threading.Event()
+        self._abort = Abort()
         # deque append/popleft are atomic: steer() from any thread, the loop pops.
         self._steering: deque[str] = deque()
         self._follow_ups: deque[str] = deque()
@@ -171,10 +171,12 @@ class Harness:
             follow_ups.extend(text)
         return steering, follow_ups
 
-    def abort(self) -> None:
-        """Stop the current run at its next safe point. Thread-safe; idle, it does nothing."""
+    def abort(self, reason: str | None = None) -> None:
+        """Stop the current run at its next safe point. Thread-safe; idle, it does nothing.
+        `reason` (e.g. ``messages.HUNG_UP``) is what the aborted reply records instead of
+        ``ABORTED``; the first abort's reason is kept."""
         with self._lock:
-            self._abort.set()
+            self._abort.stop(reason)
 
     def subscribe(self, listener: Listener) -> Callable[[], None]:
         """Call `listener(event)` for every event of every run; returns its undo. Subscribing
@@ -200,7 +202,7 @@ class Harness:
                 raise RuntimeError("a run is already going on; use steer() or follow_up(), "
                                    "or abort() it")
             self._running = True
-            self._abort = abort = threading.Event()  # a fresh one: an idle abort() is forgotten
+            self._abort = abort = Abort()  # a fresh one: an idle abort() is forgotten
         run = self._run(text, abort)
         next(run)  # primed: the run's finally is live, so dropping it unstarted resets is_running
         return cast(Generator[Event, None, None], run)

@@ -53,7 +53,7 @@ from mulligan.wire import (
     Model,
 )
 
-__all__ = ["ABORTED", "INTERRUPTED", "Compactor", "Event", "View", "context_for_model",
+__all__ = ["ABORTED", "INTERRUPTED", "Abort", "Compactor", "Event", "View", "context_for_model",
            "is_overflow", "repair_tool_history", "run_agent"]
 # What get_steering / get_follow_ups return: texts (or ready user messages), often none.
 GetUserMessages = Callable[[], Iterable[str | UserMessage]]
@@ -72,6 +72,29 @@ def is_overflow(reply: AssistantMessage) -> bool:
 
 INTERRUPTED = ("Interrupted: this tool call was never answered. It may not have run, or may "
                "have run in part; check before repeating it.")
+
+
+class Abort(threading.Event):
+    """A run's abort: a threading.Event (what models and tools are handed) that may carry why
+    (`stop(reason)`); the first reason given is kept. No reason: ``ABORTED``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reason: str | None = None
+
+    def stop(self, reason: str | None = None) -> None:
+        if reason and self.reason is None and not self.is_set():
+            self.reason = reason
+        self.set()
+
+
+def _why(reply: AssistantMessage, abort: threading.Event | None) -> AssistantMessage:
+    """An aborted reply with the reason its `Abort` carries (a hang-up is not the user's
+    doing), in place of the provider's ``ABORTED``; any other reply as it is."""
+    reason = getattr(abort, "reason", None)
+    if reply.get("stop_reason") != "aborted" or not reason:
+        return reply
+    return cast(AssistantMessage, {**reply, "error_message": reason})
 
 
 def run_agent(
@@ -113,7 +136,9 @@ def run_agent(
     - `abort` is set. It is checked before each model call (an aborted message with reason
       ``ABORTED`` is recorded instead of the call) and before each tool call (that call and the
       rest of the reply's calls get an ``INTERRUPTED`` result, is_error True). It is also passed
-      to ``model.stream`` and to ``run_tool``; an aborted stream's message is recorded as is.
+      to ``model.stream`` and to ``run_tool``; an aborted stream's message is recorded as is,
+      but for its reason: when `abort` is an `Abort` carrying one (a hang-up), that is the
+      aborted reply's error_message instead of ``ABORTED``.
 
     The user speaks only where a user message keeps the transcript valid -- at the top of a
     turn. `get_steering()` is asked once a turn's whole tool batch is answered, and also when
@@ -178,6 +203,7 @@ def run_agent(
             reply: AssistantMessage
             if aborted():
                 reply = error_message(ABORTED, stop_reason="aborted")
+                reply = _why(reply, abort)
             elif max_turns is not None and calls_made >= max_turns:
                 reply = error_message(f"Stopped: max_turns={max_turns} reached; the model was "
                                       f"called {calls_made} times in this run.")
@@ -187,6 +213,7 @@ def run_agent(
                 calls_made += 1
                 sent = seen(messages, max_result_chars=_result_limit(model))
                 reply = yield from call_model(model, system, sent, specs, abort)
+                reply = _why(reply, abort)
             failed = is_failed(reply)
             calls = [] if failed else tool_calls(reply)
             unanswered = list(calls)  # set before the reply is announced: a close there answers

@@ -14,6 +14,10 @@ StopReason = Literal["stop", "toolUse", "length", "error", "aborted"]
 # The one reason recorded for a reply cut short by the user (Ctrl-C, abort()): by the loop when
 # it replaces a model call, and by every provider when it stops a stream.
 ABORTED = "Aborted by the user."
+# What a reply cut short by a signal records instead (`abort(reason)`): the terminal closed,
+# or the process was told to stop -- not the user's choice.
+HUNG_UP = "Aborted: the terminal was closed (SIGHUP)."
+TERMINATED = "Aborted: Mulligan was told to stop (SIGTERM)."
 
 
 class TextBlock(TypedDict):

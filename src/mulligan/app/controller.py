@@ -280,9 +280,10 @@ class Controller:
     def follow_up(self, text: str) -> None:
         self.harness.follow_up(text)
 
-    def abort(self) -> None:
-        """Abort the run going on, or the summary being written."""
-        self.harness.abort()
+    def abort(self, reason: str | None = None) -> None:
+        """Abort the run going on, or the summary being written; `reason` as
+        `Harness.abort`'s (a signal's: the aborted reply says the terminal closed)."""
+        self.harness.abort(reason)
         if self._summary_abort is not None:
             self._summary_abort.set()
 

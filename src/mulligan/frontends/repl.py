@@ -48,6 +48,7 @@ from mulligan.frontends.terminal.pickers import SlashCompleter, one_key
 from mulligan.frontends.terminal.toolbar import toolbar
 from mulligan.frontends.terminal.tree_walk import walk_tree
 from mulligan.home import create_private
+from mulligan.messages import HUNG_UP, TERMINATED
 
 
 class Repl:
@@ -211,7 +212,7 @@ class Repl:
         running command's process group is killed and its result recorded -- and quit;
         `run` then waits for the run to finish being recorded."""
         self.ended_by = number
-        self.controller.abort()
+        self.controller.abort(HUNG_UP if number == signal.SIGHUP else TERMINATED)
         if self.session.app.is_running:
             self.session.app.exit()
 

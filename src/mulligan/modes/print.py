@@ -27,6 +27,7 @@ def run_print(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     SIGTERM and SIGHUP abort it the same way and exit 128 + the signal's number."""
     from mulligan.frontends.final_text import FinalTextRenderer
     from mulligan.frontends.json_lines import JsonRenderer
+    from mulligan.messages import HUNG_UP, TERMINATED
 
     task = sys.stdin.read() if args.print == "-" else args.print
     piped = _piped_stdin() if args.print != "-" else ""
@@ -65,7 +66,7 @@ def run_print(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             # SIGTERM, or SIGHUP (the terminal closed): like Ctrl-C -- the running command's
             # process group is killed, its result recorded -- and then we exit.
             ended_by.append(signum)
-            controller.abort()
+            controller.abort(HUNG_UP if signum == signal.SIGHUP else TERMINATED)
 
         previous = {signal.SIGINT: signal.signal(signal.SIGINT, on_interrupt),
                     signal.SIGTERM: signal.signal(signal.SIGTERM, on_end),
