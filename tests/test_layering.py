@@ -43,6 +43,7 @@ SUBLAYERS: dict[str, list[set[str]]] = {
          "sessions"},
         {"rewind"},
         {"usage", "settings", "exports"},
+        {"session_host"},
         {"controller"},
         {"attempts"},
     ],

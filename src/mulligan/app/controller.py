@@ -24,243 +24,34 @@ from typing import TYPE_CHECKING, Any, cast
 from mulligan.app.exports.export import KINDS, Kind, export, origin_of
 from mulligan.app.exports.linear import write_linear
 from mulligan.app.models import model_label, model_parts, runnable, session_model
-from mulligan.app.permissions import MODES, Permissions
+from mulligan.app.permissions import MODES
 from mulligan.app.rewind.back import Back, Files, back_plan, go_back
 from mulligan.app.rewind.compaction import Compaction
-from mulligan.app.secrets import Secrets
+from mulligan.app.session_host import Refused, SessionHost, scratch, thinking_of
 from mulligan.app.sessions.catalog import SessionSummary
-from mulligan.app.sessions.stores import FileSessions, Sessions
-from mulligan.app.settings import Settings
 from mulligan.app.usage import Usage, usage_of
-from mulligan.app.workspace.checkpoints import Checkpoints
 from mulligan.app.workspace.diffs import diff_span, snapshot_diff
 from mulligan.app.workspace.restore import Plan
-from mulligan.harness import Harness
-from mulligan.messages import Content, Message, content_text
+from mulligan.messages import Content, content_text
 from mulligan.prompts import system_prompt
 from mulligan.providers.thinking import LEVELS as THINKING_LEVELS
-from mulligan.providers.thinking import set_thinking, set_web_search
-from mulligan.session import SessionLog, persist_to
+from mulligan.providers.thinking import set_thinking
+from mulligan.session import SessionLog
 from mulligan.session.branches import message_of, user_messages_on_path, with_attempts
-from mulligan.session.entries import Entry, timestamp
-from mulligan.session.stores.memory import MemoryStorage
-from mulligan.session.stores.storage import Releasable
+from mulligan.session.entries import Entry
 from mulligan.tools import Tool
 from mulligan.wire import Event, Model
 
 if TYPE_CHECKING:
-    from mulligan.app.extensions.setup import Extensions
+    pass
 
 __all__ = ["Controller", "Refused"]
 
 
-class Refused(ValueError):
-    """A command that cannot be done now; the message says why."""
-
-
-class Controller:
-    """One interactive (or print-mode) coding session: see the module docstring.
-
-    `settings` is what the session runs by (`app.settings.Settings`: the folder, home,
-    max_turns, compaction, ...). `session_file` None means --no-session: nothing is ever
-    written, and commands that need the file (tree, back, edit, label, fork, export) are
-    refused. `sessions` is where sessions live (default: files under `settings.home`).
-    `resolver` turns a model name into a model for `set_model`. `secrets` redacts every
-    message before it is recorded (known keys never reach the file) and exports.
-    `checkpoints` records the working folder around every file-changing tool call, so going
-    back can restore it.
-    `permissions` is the mode the (already guarded) tools ask by; `set_permission_mode`
-    switches it.
-    """
-
-    def __init__(
-        self, model: Model, tools: list[Tool], settings: Settings,
-        session_file: Path | SessionLog | None = None, *,
-        sessions: Sessions | None = None, checkpoints: Checkpoints | None = None,
-        permissions: Permissions | None = None, secrets: Secrets | None = None,
-        resolver: Callable[[str], Model] | None = None,
-        compaction_model: Model | None = None,
-        tools_for: Callable[[Path], list[Tool]] | None = None,
-        extensions: Extensions | None = None,
-    ) -> None:
-        self.settings = settings
-        self.permissions = permissions
-        self.secrets = secrets  # the keys it redacts; `--mode json` scrubs events with them
-        # The run's tools rooted in another folder (parallel attempts), asking nothing.
-        self.tools_for = tools_for
-        # The user's MCP servers, hooks, commands and skills (app/extensions); None: none.
-        self.extensions = extensions
-        self._base_tools = list(tools)
-        self._compaction_model = compaction_model
-        self.summarize_on_back = settings.summarize_on_back
-        self.cwd = settings.cwd.resolve()
-        self.home = settings.home
-        self._redact = secrets.redact if secrets is not None else None
-        self._redact_text = secrets.redact_text if secrets is not None else None
-        self.checkpoints = checkpoints
-        self.place: Sessions = sessions or FileSessions(self.home)
-        self._resolver = resolver
-        self._log: SessionLog | None = None
-        # --no-session: the transcript kept in memory only, so it can still be compacted.
-        self._scratch: SessionLog | None = None if session_file is not None else _scratch()
-        self._lease: Releasable | None = None
-        self._pending_name: str | None = None
-        # What a frontend should say about the session opened (a database session carried
-        # on on another machine, in this folder); None when there is nothing to say.
-        self.notice: str | None = None
-        self._summary_abort: threading.Event | None = None
-        # Resuming goes on with the session's own model unless one was named (--model).
-        self.follow_session_model = True
-        self.model_notice: str | None = None  # which model, and why (the banner says it)
-        # The thinking level (--thinking, /thinking, a resumed session's thinking_change);
-        # None: each model's default. `thinking_note`: why the model ignores it, if it does.
-        self.thinking: str | None = None
-        self.thinking_note: str | None = None
-        self.web_search = False  # --web-search: every model of the session gets it
-        self.harness = self._harness(model, tools, settings.max_turns, [])
-        if session_file is not None:
-            self._open(session_file)
-
-    # -- what the session is --------------------------------------------------------------
-
-    @property
-    def model(self) -> Model:
-        return self.harness.model
-
-    @property
-    def log(self) -> SessionLog | None:
-        """The session file's log; None for --no-session."""
-        return self._log
-
-    @property
-    def session_file(self) -> Path | None:
-        """The session's file; None for --no-session and for a database session."""
-        return self._log.storage.file if self._log is not None else None
-
-    @property
-    def where(self) -> str | None:
-        """What names the session for a person: its file, or its database and id."""
-        return str(self._log.path) if self._log is not None else None
-
-    @property
-    def lease(self) -> Releasable | None:
-        return self._lease
-
-    @property
-    def started(self) -> bool:
-        """True once the session holds an entry."""
-        return self._log is not None and self._log.storage.exists()
-
-    @property
-    def is_running(self) -> bool:
-        return self.harness.is_running
-
-    # -- the session file ---------------------------------------------------------------
-
-    def _open(self, session: Path | SessionLog) -> None:
-        """Point at `session` (a file, or any log): an existing one is leased now (LeaseHeld
-        if another live process has it); a new one is leased when its first entry is
-        written."""
-        log = session if isinstance(session, SessionLog) else SessionLog(session)
-        notice = self.place.folder_notice(log, self.cwd)  # WrongFolder: another folder's
-        lease = log.lease() if log.storage.exists() else None
-        try:
-            transcript = log.replay()  # a damaged file is refused here, by name
-        except BaseException:
-            if lease is not None:
-                lease.release()
-            raise
-        if self._lease is not None:
-            self._lease.release()
-        self._lease, self._log = lease, log
-        self.notice = notice
-        recorded = _thinking_of(log)
-        if recorded is not None:  # a resumed session keeps its thinking level
-            self.thinking = recorded
-        self._rebuild(transcript)
-        self._follow()
-
-    def _follow(self) -> None:
-        """Tell the checkpoints which branch the session is on now."""
-        if self.checkpoints is not None and self._log is not None and self.started:
-            self.checkpoints.follow(self._log.branch(self._log.tip()))
-
-    def hold_lease(self) -> None:
-        """Take the session's lease now, before any run (print mode: one run, one writer from
-        the start). LeaseHeld if another live process has it; nothing to do for --no-session
-        or when it is already held."""
-        if self._log is not None and self._lease is None:
-            self._lease = self._log.lease()
-
-    def _start(self) -> None:
-        """Take the lease and write session_info (which creates the file, 0600): just
-        before the first message is appended (persist_to's `before_first`)."""
-        assert self._log is not None
-        self.hold_lease()
-        info: dict[str, Any] = {"cwd": str(self.cwd), "created": timestamp(),
-                                "model": model_label(self.model)}
-        if self.place.shared:
-            info["host"] = self.place.host
-        if self._pending_name:
-            info["name"] = self._pending_name
-        if self.checkpoints is not None:
-            info.update(self.checkpoints.baseline())
-        self._log.append_session_info(**info)
-        if self.thinking is not None:
-            self._log.append_entry("thinking_change", level=self.thinking)
-
-    def _harness(self, model: Model, tools: list[Tool] | tuple[Tool, ...],
-                 max_turns: int | None, messages: list[Message]) -> Harness:
-        if self.thinking is not None:
-            self.thinking_note = set_thinking(model, self.thinking)
-        if self.web_search:
-            set_web_search(model)
-        system = system_prompt(model, self.cwd, base_file=self.settings.system_prompt_file,
-                               extra=self.extensions.prompt_text() if self.extensions else "")
-        compact = None
-        log = self._log if self._log is not None else self._scratch
-        if log is not None:
-            compaction = Compaction(log, self.settings.compaction, lambda: self.harness.model,
-                                    lambda: self.harness.system, model=self._compaction_model)
-            compact = compaction.hook
-        harness = Harness(model, system, tools, messages=messages, max_turns=max_turns,
-                          redact=self._redact, compact=compact)
-        if self._log is None and self._scratch is not None:
-            harness.subscribe(persist_to(self._scratch))
-        if self._log is not None:
-            if self.checkpoints is not None:
-                self.checkpoints.attach(self._log.path)
-                harness.subscribe(self.checkpoints.listener)
-            harness.subscribe(persist_to(
-                self._log, before_first=self._start,
-                meta=self.checkpoints.meta if self.checkpoints is not None else None))
-        return harness
-
-    def _rebuild(self, messages: list[Message], model: Model | None = None) -> None:
-        """A fresh harness over `messages` (the transcript read back from the file), keeping
-        the tools and max_turns; `model` replaces the model (and so the system prompt)."""
-        old = self.harness
-        self.harness = self._harness(model or old.model, old.tools, old.max_turns, messages)
-
-    def _need_file(self, what: str) -> SessionLog:
-        if self._log is None:
-            raise Refused(f"{what}: this session is not saved (--no-session)")
-        if not self.started:
-            raise Refused(f"{what}: this session has no messages yet")
-        return self._log
-
-    def _idle(self, what: str) -> None:
-        if self.harness.is_running:
-            raise Refused(f"{what} is refused while a run is going on (Ctrl-C aborts it)")
-
-    def close(self) -> None:
-        """Give up the lease, stop watching the folder. Idempotent."""
-        if self._lease is not None:
-            self._lease.release()
-        if self.checkpoints is not None:
-            self.checkpoints.close()
-        if self.extensions is not None:
-            self.extensions.close()
+class Controller(SessionHost):
+    """One interactive (or print-mode) coding session: the commands a frontend calls on the
+    session `SessionHost` holds open (see the module docstring; the constructor is
+    SessionHost's)."""
 
     # -- running --------------------------------------------------------------------------
 
@@ -495,7 +286,7 @@ class Controller:
             raise Refused(f"/thinking: no level {level!r}; one of {', '.join(THINKING_LEVELS)}")
         self.thinking = level
         self.thinking_note = set_thinking(self.model, level)
-        if self._log is not None and self.started and _thinking_of(self._log) != level:
+        if self._log is not None and self.started and thinking_of(self._log) != level:
             self._log.append_entry("thinking_change", level=level)
         return self.thinking_note
 
@@ -565,7 +356,7 @@ class Controller:
         self._idle("/new")
         self._pending_name = None
         if self._log is None:
-            self._scratch = _scratch()
+            self._scratch = scratch()
             self._rebuild([])
             return None
         self._open(self.place.new(self.cwd))
@@ -594,19 +385,6 @@ class Controller:
             return
         self._rebuild(list(self.harness.messages), model=model)
         self.model_notice = f"model {name}: this session's own (/model to change)"
-
-
-def _thinking_of(log: SessionLog) -> str | None:
-    """The thinking level a session last recorded (its newest thinking_change), or None."""
-    if not log.storage.exists():
-        return None
-    levels = [e.get("level") for e in log.of_type("thinking_change")]
-    return next((str(v) for v in reversed(levels) if v in THINKING_LEVELS), None)
-
-
-def _scratch() -> SessionLog:
-    """A session log held in memory (--no-session): nothing is written anywhere."""
-    return SessionLog(storage=MemoryStorage(), sidecar=False)
 
 
 def _kind_of(entry: Entry) -> str:
