@@ -286,6 +286,6 @@ def test_a_slow_stream_shows_live_with_a_spinner_then_markdown_and_the_status_li
             status = wait_for("context 1.2k/200.0k")  # the status line, from usage
             assert "claude-sonnet-4-6" in status and "$0.00" in status
             subprocess.run([*tmux, "send-keys", "-t", "t", "/usage", "Enter"], check=True)
-            assert "1200" in wait_for("in all:")
+            assert "1200" in wait_for("this branch:")
         finally:
             subprocess.run([*tmux, "kill-server"], capture_output=True)

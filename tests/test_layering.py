@@ -42,7 +42,7 @@ SUBLAYERS: dict[str, list[set[str]]] = {
         {"models", "permissions", "secrets", "extensions", "importers", "workspace",
          "sessions"},
         {"rewind"},
-        {"usage", "settings", "exports"},
+        {"usage", "spent", "settings", "exports"},
         {"session_host"},
         {"controller"},
         {"attempts"},

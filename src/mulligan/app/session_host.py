@@ -11,7 +11,7 @@ working folder. The `Controller` adds the commands. Nothing here prints, draws o
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -21,6 +21,7 @@ from mulligan.app.rewind.compaction import Compaction
 from mulligan.app.secrets import Secrets
 from mulligan.app.sessions.stores import FileSessions, Sessions
 from mulligan.app.settings import Settings
+from mulligan.app.spent import Spent
 from mulligan.app.workspace.checkpoints import Checkpoints
 from mulligan.harness import Harness
 from mulligan.messages import Message
@@ -87,6 +88,8 @@ class SessionHost:
         self.place: Sessions = sessions or FileSessions(self.home)
         self._resolver = resolver
         self._log: SessionLog | None = None
+        # The session's running total of every model call (`spent`): for which log and model.
+        self._spent: tuple[SessionLog | None, str, Spent] | None = None
         # --no-session: the transcript kept in memory only, so it can still be compacted.
         self._scratch: SessionLog | None = None if session_file is not None else scratch()
         self._lease: Releasable | None = None
@@ -211,6 +214,7 @@ class SessionHost:
             compact = compaction.hook
         harness = Harness(model, system, tools, messages=messages, max_turns=max_turns,
                           redact=self._redact, compact=compact)
+        harness.subscribe(self._count_spent)
         if self._log is None and self._scratch is not None:
             harness.subscribe(persist_to(self._scratch))
         if self._log is not None:
@@ -221,6 +225,19 @@ class SessionHost:
                 self._log, before_first=self._start,
                 meta=self.checkpoints.meta if self.checkpoints is not None else None))
         return harness
+
+    def spent(self) -> Spent:
+        """Every model call of the session, abandoned attempts included (`app.spent`): read
+        from the file once (again only for another session or model), then counted as the
+        harness records each reply."""
+        name = str(getattr(self.harness.model, "name", ""))
+        if self._spent is None or self._spent[0] is not self._log or self._spent[1] != name:
+            self._spent = (self._log, name, Spent.of_log(self._log, name))
+        return self._spent[2]
+
+    def _count_spent(self, event: Mapping[str, Any]) -> None:
+        if self._spent is not None and self._spent[0] is self._log:
+            self._spent[2].listener(event)
 
     def _rebuild(self, messages: list[Message], model: Model | None = None) -> None:
         """A fresh harness over `messages` (the transcript read back from the file), keeping

@@ -304,7 +304,7 @@ def _permissions(c: Controller, args: list[str], width: int) -> Outcome:
 
 
 def _usage(c: Controller, args: list[str], width: int) -> Outcome:
-    return Outcome(usage_lines(c.usage()))
+    return Outcome(usage_lines(c.usage(), c.spent()))
 
 
 def _new(c: Controller, args: list[str], width: int) -> Outcome:
