@@ -233,7 +233,7 @@ class SessionHost:
         name = str(getattr(self.harness.model, "name", ""))
         if self._spent is None or self._spent[0] is not self._log or self._spent[1] != name:
             self._spent = (self._log, name, Spent.of_log(self._log, name))
-        return self._spent[2]
+        return self._spent[2].with_summaries(self._log)
 
     def _count_spent(self, event: Mapping[str, Any]) -> None:
         if self._spent is not None and self._spent[0] is self._log:

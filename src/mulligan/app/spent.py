@@ -1,10 +1,12 @@
 """What a whole session has spent: every model call recorded in its file -- abandoned attempts
 and branch summaries or compactions that carry a `usage` included -- not only the branch's.
 
-In: a session log (read once, through `of_type`: only message, branch_summary and
-compaction entries), then each reply as the harness announces it (`listener`). Out: a running
-total of tokens and, where the model's price is known, dollars. The file is never re-read
-turn by turn. Priced at the current model's price (a reply does not record its model's).
+In: a session log (its message entries read once, through `of_type`), then each reply as
+the harness announces it (`listener`); branch summaries and compactions, appended outside
+the harness, are few and counted from their entries' `usage` each time (`with_summaries`:
+`of_type` reads only those lines through the index). Out: a total of tokens and, where the
+model's price is known, dollars. The messages are never re-read turn by turn. Priced at
+the current model's price (a reply does not record its model's).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from mulligan.session import SessionLog
 
 __all__ = ["Spent"]
 
-_KINDS = ("message", "branch_summary", "compaction")
+_SUMMARIES = ("branch_summary", "compaction")
 
 
 @dataclass
@@ -38,15 +40,21 @@ class Spent:
         spent = cls(price_of(model_name))
         if log is None or log.tip() is None:
             return spent
-        for kind in _KINDS:
-            for entry in log.of_type(kind):
-                if kind == "message":
-                    message = entry.get("message")
-                    if isinstance(message, Mapping) and message.get("role") == "assistant":
-                        spent.add(message.get("usage"))
-                else:
-                    spent.add(entry.get("usage"))
+        for entry in log.of_type("message"):
+            message = entry.get("message")
+            if isinstance(message, Mapping) and message.get("role") == "assistant":
+                spent.add(message.get("usage"))
         return spent
+
+    def with_summaries(self, log: SessionLog | None) -> Spent:
+        """A copy of this total with every branch summary's and compaction's `usage` in
+        `log` added."""
+        whole = Spent(self.price, self.tokens_in, self.tokens_out, self.dollars)
+        if log is not None and log.tip() is not None:
+            for kind in _SUMMARIES:
+                for entry in log.of_type(kind):
+                    whole.add(entry.get("usage"))
+        return whole
 
     def add(self, counts: Any) -> None:
         """Count one call's `usage` ({input, output, cache_read, cache_write}); anything

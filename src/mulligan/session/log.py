@@ -160,14 +160,18 @@ class SessionLog:
         return self._append("branch", {}, parent=entry_id)
 
     def branch_summary_to(self, entry_id: str, *, from_id: str, summary: str,
-                          details: Mapping[str, Any] | None = None) -> str:
+                          details: Mapping[str, Any] | None = None,
+                          usage: Mapping[str, Any] | None = None) -> str:
         """Go back to `entry_id` with a summary of the attempt left: append one
         `branch_summary` entry whose parent is it (in place of a plain branch line), naming
-        the old tip `from_id`. It replays as one user message holding `summary`. Unknown
-        id: UnknownEntry naming it, nothing written."""
+        the old tip `from_id`. It replays as one user message holding `summary`; `usage`,
+        what writing the summary cost (free metadata, not on the transcript). Unknown id:
+        UnknownEntry naming it, nothing written."""
         fields: dict[str, Any] = {"from_id": from_id, "summary": summary}
         if details is not None:
             fields["details"] = dict(details)
+        if usage is not None:
+            fields["usage"] = dict(usage)
         return self._append("branch_summary", fields, parent=entry_id)
 
     def append_label(self, target_id: str, label: str) -> str:

@@ -103,7 +103,8 @@ def _go_back(log: SessionLog, checkpoints: Checkpoints | None, entry_id: str,
         if summary is None:
             return log.branch_to(entry_id)
         return log.branch_summary_to(entry_id, from_id=str(old_tip), summary=summary.text,
-                                     details={**summary.details, "fallback": summary.fallback})
+                                     details={**summary.details, "fallback": summary.fallback},
+                                     usage=summary.usage)
 
     chosen = back_plan(log, checkpoints, entry_id) if files is not None else None
     if chosen is None or checkpoints is None:

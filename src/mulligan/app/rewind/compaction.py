@@ -1,10 +1,11 @@
 """Compaction on a tree: a long session goes on past the model's context window.
 
 A compaction is one more entry, appended at the tip: ``{"type": "compaction", "summary",
-"first_kept_entry_id", "tokens_before"}``. By the pinned rules (`mulligan.session.view`) the
-transcript below it is then the summary, the kept tail from `first_kept_entry_id`, and what
-came after; nothing is copied and nothing is removed, and going back to an entry before it
-brings the whole history back.
+"first_kept_entry_id", "tokens_before"}``, and ``"usage"`` when the summary's model call
+reported it (free metadata, counted in what the session spent). By the pinned rules
+(`mulligan.session.view`) the transcript below it is then the summary, the kept tail from
+`first_kept_entry_id`, and what came after; nothing is copied and nothing is removed, and
+going back to an entry before it brings the whole history back.
 
 Making one (`Compaction.run`): the cut is at a user message (a turn's start) or at an
 assistant message inside a long run of tool rounds, never at a tool result (so no tool call is
@@ -32,7 +33,7 @@ from typing import Any
 import orjson
 
 from mulligan.app.rewind.summaries import (
-    ask_model,
+    ask_model_usage,
     context_window,
     details_of,
     entry_text,
@@ -164,7 +165,8 @@ class Compaction:
         start = 1 if previous is not None else 0
         budget = int(self.window() * 0.5 * CHARS_PER_TOKEN)  # half the window, in characters
         text = _request(rows[start:cut], previous, instructions, budget)
-        summary = ask_model(self._model or self._current(), SYSTEM, text, self.abort)
+        summary, usage = ask_model_usage(self._model or self._current(), SYSTEM, text,
+                                         self.abort)
         if summary is None:  # the model failed: say what the entries say
             branch = self.log.branch(self.log.tip())
             ids = {entry_id for entry_id, _ in rows[start:cut]}
@@ -173,8 +175,11 @@ class Compaction:
             if previous is not None:
                 summary = f"{previous}\n\n{summary}"
         first_kept = rows[cut][0]
-        self.log.append_entry("compaction", summary=summary, first_kept_entry_id=first_kept,
-                              tokens_before=before)
+        fields: dict[str, Any] = {"summary": summary, "first_kept_entry_id": first_kept,
+                                  "tokens_before": before}
+        if usage is not None:
+            fields["usage"] = usage
+        self.log.append_entry("compaction", **fields)
         after = estimate_tokens(self._system(), self.log.replay())
         yield {"type": "compaction_end", "summary": summary, "tokens_before": before,
                "tokens_after": after, "error": ""}

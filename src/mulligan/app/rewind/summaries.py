@@ -61,6 +61,7 @@ class Summary:
     text: str
     details: dict[str, Any]
     fallback: bool  # made from the entries, not by the model
+    usage: dict[str, Any] | None = None  # what the model's call reported (free metadata)
 
 
 def context_window(model: Model) -> int:
@@ -198,6 +199,13 @@ def ask_model(model: Model, system: str, text: str,
     boundary the loop uses (`mulligan.boundary.call_model`: streamed or not, `abort` honoured,
     never raises); the reply's text, or None when the model failed, was aborted or said
     nothing."""
+    return ask_model_usage(model, system, text, abort)[0]
+
+
+def ask_model_usage(model: Model, system: str, text: str, abort: threading.Event | None = None
+                    ) -> tuple[str | None, dict[str, Any] | None]:
+    """`ask_model`, and the usage the call reported (None when none was): a failed or
+    aborted call may have cost something too."""
     call = call_model(model, system, [user_message(text)], [], abort)
     while True:
         try:
@@ -205,10 +213,12 @@ def ask_model(model: Model, system: str, text: str,
         except StopIteration as done:
             reply: Message = done.value
             break
+    usage = reply.get("usage")
+    used = dict(usage) if isinstance(usage, Mapping) else None
     if is_failed(reply):
-        return None
+        return None, used
     words = text_of(reply).strip()
-    return words[:MAX_SUMMARY] or None
+    return words[:MAX_SUMMARY] or None, used
 
 
 def summarize(log: SessionLog, target: str, model: Model, *, restored: bool,
@@ -221,7 +231,7 @@ def summarize(log: SessionLog, target: str, model: Model, *, restored: bool,
     tell = on_event or (lambda event: None)
     tell({"type": "branch_summary_start", "from_id": log.tip(), "to_id": target})
     budget = int(context_window(model) * 0.5 * 3.5)  # characters: half the window
-    text = ask_model(model, SYSTEM, request_text(entries, budget), abort)
+    text, usage = ask_model_usage(model, SYSTEM, request_text(entries, budget), abort)
     if abort is not None and abort.is_set():
         tell({"type": "branch_summary_end", "aborted": True})
         return None
@@ -229,4 +239,4 @@ def summarize(log: SessionLog, target: str, model: Model, *, restored: bool,
     if text is None:
         text = fallback_text(entries, details)
     tell({"type": "branch_summary_end", "summary": text, "fallback": fallback})
-    return Summary(text, details, fallback)
+    return Summary(text, details, fallback, usage)
