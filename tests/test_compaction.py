@@ -136,3 +136,20 @@ def test_json_mode_shows_the_compaction_events_of_an_overflow(tmp_path):
     assert start["reason"] == "overflow"
     last = [e for e in events if e["type"] == "message_end"][-1]["message"]
     assert last["content"] == [{"type": "text", "text": "answered after compacting"}]
+
+
+def test_a_compactions_model_call_is_recorded_in_its_entry_and_counted(tmp_path):
+    """Issue 24 item 3: what the summary cost is on the compaction entry (free metadata) and
+    in what the session spent."""
+    from mulligan.testing import reply
+
+    used = {"input": 500, "output": 50, "cache_read": 0, "cache_write": 0}
+    c, model = session(tmp_path, [say(f"one {LONG}"), say("two"),
+                                  reply("Request: three.", usage=used), say("three done")])
+    model.context_window = len(c.harness.system) // 4 + 1000  # type: ignore[attr-defined]
+    for prompt in ("first question", f"second {LONG}", f"third {LONG}"):
+        list(c.run_prompt(prompt))
+    entry = next(e for e in SessionLog(c.session_file).entries() if e["type"] == "compaction")
+    assert entry["usage"] == used
+    assert c.spent().tokens_in == 500 and c.spent().tokens_out == 50
+    c.close()
