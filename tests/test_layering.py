@@ -224,3 +224,17 @@ def test_the_order_check_flags_planted_upward_sideways_and_lazy_imports() -> Non
     for importer, source in allowed.items():
         found = [m for _, m in imported_names(source, importer) if wrong_way(importer, m)]
         assert found == [], f"{importer}: {source!r} was flagged: {found}"
+
+
+def test_no_module_is_over_500_lines_and_no_folder_holds_more_than_12_modules() -> None:
+    """Issue 22's sizes: a file past ~500 lines, or a folder past 12 modules, asks to be
+    split (a package's __init__ counts as one of its folder's modules)."""
+    long = [f"{f.relative_to(SRC)}: {n} lines" for f in sorted(PACKAGE.rglob("*.py"))
+            if (n := len(f.read_text(encoding="utf-8").splitlines())) > 500]
+    crowded = [f"{d.relative_to(SRC)}: {n} modules" for d in sorted(PACKAGE.rglob("*"))
+               if d.is_dir() and d.name != "__pycache__"
+               and (n := len(list(d.glob("*.py")))) > 12]
+    full = len(list(PACKAGE.glob("*.py")))
+    if full > 12:
+        crowded.append(f"mulligan: {full} modules")
+    assert long == [] and crowded == []
