@@ -120,7 +120,7 @@ def build_controller(args: argparse.Namespace, err: TextIO, *, defer: bool = Fal
     asked (the REPL sets the asker); the default permission mode is then "ask", else
     "auto". Nothing else starts: the caller calls `begin` (MCP servers, the collector)."""
     from mulligan.app.permissions import Permissions
-    from mulligan.app.secrets import Secrets, guard_process
+    from mulligan.app.secrets import Secrets
     from mulligan.providers.config import environment, load_config
     from mulligan.tools import Sandbox, coding_tools, sandbox_problem
 
@@ -145,7 +145,6 @@ def build_controller(args: argparse.Namespace, err: TextIO, *, defer: bool = Fal
         raise ValueError(f"this session goes on with its own model {own}: {exc}; "
                          "--model NAME continues it with another") from None
     secrets = Secrets.of(environment(), config)
-    guard_process(secrets.hidden)  # the keys out of the environment, this process unreadable
     extensions = extensions_for(args, config, home, cwd, interactive=interactive)
 
     def tools_in(folder: Path, shared: tuple[str, ...] = ()) -> list[Tool]:
@@ -201,10 +200,16 @@ def shared_targets(folder: Path) -> tuple[str, ...]:
 
 def begin(controller: Controller, *, servers: bool = True) -> None:
     """What starts once a run's Controller is built, said here rather than hidden in the
-    building: the user's MCP servers connect in the background (`servers` False: the REPL
-    starts them once its prompt is drawn, so importing the SDK does not slow the drawing),
-    and the cyclic collector is frozen over the session just read back (it lives as long as
-    the run; a 100k-entry transcript made every full collection a long pause)."""
+    building, before any tool, hook or server runs: the provider keys leave this process's
+    environment and the process becomes unreadable to its children (`secrets.guard_process`);
+    the user's MCP servers connect in the background (`servers` False: the REPL starts them
+    once its prompt is drawn, so importing the SDK does not slow the drawing); and the cyclic
+    collector is frozen over the session just read back (it lives as long as the run; a
+    100k-entry transcript made every full collection a long pause)."""
+    from mulligan.app.secrets import guard_process
+
+    if controller.secrets is not None:
+        guard_process(controller.secrets.hidden)
     if controller.extensions is not None and servers:
         controller.extensions.start()
     collector.freeze()
