@@ -43,6 +43,7 @@ from mulligan.providers.streaming import (
     IDLE_TIMEOUT,
     SdkModel,
     append_text,
+    merge_turn,
     parse_arguments,
     settled,
 )
@@ -137,12 +138,7 @@ def request_messages(messages: list[Message]) -> list[dict[str, Any]]:
     sent_calls: set[str] = set()
 
     def add(role: str, blocks: list[dict[str, Any]]) -> None:
-        if not blocks:
-            return
-        if turns and turns[-1]["role"] == role:
-            turns[-1]["content"].extend(blocks)
-        else:
-            turns.append({"role": role, "content": blocks})
+        merge_turn(turns, role, blocks, "content")
 
     for message in messages:
         if message["role"] == "user":

@@ -45,7 +45,7 @@ from mulligan.messages import (
 )
 from mulligan.providers.errors import Failure
 from mulligan.providers.retry import Backoff, parse_retry_after
-from mulligan.providers.streaming import DEADLINE, IDLE_TIMEOUT, SdkModel
+from mulligan.providers.streaming import DEADLINE, IDLE_TIMEOUT, SdkModel, merge_turn
 from mulligan.wire import StreamDelta, ToolSpec
 
 _MADE_UP = "gemini_"  # the prefix of a call id we made (Gemini gave none): never sent back
@@ -138,12 +138,7 @@ def request_contents(messages: list[Message]) -> list[dict[str, Any]]:
     sent_calls: set[str] = set()
 
     def add(role: str, parts: list[dict[str, Any]]) -> None:
-        if not parts:
-            return
-        if contents and contents[-1]["role"] == role:
-            contents[-1]["parts"].extend(parts)
-        else:
-            contents.append({"role": role, "parts": parts})
+        merge_turn(contents, role, parts, "parts")
 
     for message in messages:
         if message["role"] == "user":

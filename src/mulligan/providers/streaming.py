@@ -211,6 +211,20 @@ def settled(block: Any) -> dict[str, Any]:
             for key, value in block.items()}
 
 
+def merge_turn(turns: list[dict[str, Any]], role: str, items: list[dict[str, Any]],
+               key: str) -> None:
+    """Append `items` as a `role` turn of `turns`, into the last turn when it has the same
+    role (providers whose roles must alternate: tool results, then the user's words, in one
+    user turn); `key` names the turn's list ("content" for Anthropic, "parts" for Gemini).
+    Nothing is appended for no items."""
+    if not items:
+        return
+    if turns and turns[-1]["role"] == role:
+        turns[-1][key].extend(items)
+    else:
+        turns.append({"role": role, key: items})
+
+
 def parse_arguments(text: str) -> dict[str, Any] | None:
     """A streamed tool call's JSON arguments, put together: {} for none; None if they are not
     a JSON object (cut off, or not an object)."""
