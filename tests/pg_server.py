@@ -42,6 +42,18 @@ def problem() -> str | None:
     return None
 
 
+def require() -> None:
+    """Skip the calling test when the server cannot run here, saying why; under CI=true fail
+    instead (CI must run the PostgreSQL tests)."""
+    import pytest
+
+    found = problem()
+    if found is not None:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI must run the PostgreSQL tests: {found}")
+        pytest.skip(found)
+
+
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

@@ -346,7 +346,7 @@ def sessions_import(args: argparse.Namespace, out: TextIO) -> int:
     Mulligan session, then written as a new session: OUT, else a new session of this folder
     in the store sessions go to. The new session's path (or id) is the last line printed;
     with --all, one line per file and exit 1 if any could not be read."""
-    from mulligan.app.importers.convert import Unreadable, found_for, read
+    from mulligan.app.importers.convert import Unreadable, found_for
 
     cwd = working_folder(args)
     if args.all_from:
@@ -366,8 +366,6 @@ def sessions_import(args: argparse.Namespace, out: TextIO) -> int:
         return 1 if failed else 0
     if not args.file:
         raise UsageError("sessions import needs FILE (or --all claude-code|codex|pi)")
-    source = read(Path(args.file).expanduser(), args.source)
-    del source  # read once to refuse early by name; _import_one reads it again as it writes
     print(_import_one(Path(args.file).expanduser(), args.source, args.output, cwd), file=out)
     return 0
 

@@ -82,6 +82,16 @@ def _output(item: dict[str, Any]) -> tuple[str, bool]:
     return str(output), False
 
 
+def _start_reply(source: Source, node_id: str, parent: str | None, stamp: str,
+                 number: int) -> Node:
+    """A new, empty assistant message the items of one reply go into, added to `source`."""
+    reply = Node(node_id, parent, "message", stamp,
+                 {"message": {"role": "assistant", "content": [], "stop_reason": "stop"}},
+                 {"line": number})
+    source.nodes.append(reply)
+    return reply
+
+
 def read_codex(path: Path) -> Source:
     source = Source("codex", "Codex CLI rollout", [])
     names: dict[str, str] = {}
@@ -136,10 +146,7 @@ def read_codex(path: Path) -> Source:
             if role == "assistant":
                 text = text_of(payload.get("content"))
                 if reply is None:
-                    reply = Node(node_id, previous, "message", stamp,
-                                 {"message": {"role": "assistant", "content": [],
-                                              "stop_reason": "stop"}}, {"line": number})
-                    source.nodes.append(reply)
+                    reply = _start_reply(source, node_id, previous, stamp, number)
                     previous = reply.id
                 reply.fields["message"]["content"].append({"type": "text", "text": text})
                 if source.model:
@@ -160,10 +167,7 @@ def read_codex(path: Path) -> Source:
             previous, reply = node_id, None
         elif item_type == "reasoning" or item_type in CALLS:
             if reply is None:
-                reply = Node(node_id, previous, "message", stamp,
-                             {"message": {"role": "assistant", "content": [],
-                                          "stop_reason": "stop"}}, {"line": number})
-                source.nodes.append(reply)
+                reply = _start_reply(source, node_id, previous, stamp, number)
                 previous = reply.id
             blocks = reply.fields["message"]["content"]
             if item_type == "reasoning":

@@ -17,7 +17,7 @@ from typing import Any
 
 import orjson
 
-__all__ = ["Node", "Source", "Unreadable", "iso", "json_lines"]
+__all__ = ["Node", "Source", "Unreadable", "first_lines", "iso", "json_lines"]
 
 
 class Unreadable(ValueError):
@@ -78,6 +78,28 @@ def json_lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
         if not isinstance(value, dict):
             raise Unreadable(f"{path}: line {number} is not a JSON object")
         yield number, value
+
+
+def first_lines(path: Path, most: int = 5) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line number, object) of the first `most` lines of `path` (blank ones skipped), read
+    as far as they go, not the whole file; refused like `json_lines`."""
+    try:
+        handle = open(path, "rb")  # noqa: SIM115 -- closed by the with below
+    except OSError as exc:
+        raise Unreadable(f"{path}: cannot be read: {exc.strerror or exc}") from None
+    with handle:
+        for number, raw in enumerate(handle, 1):
+            if number > most:
+                return
+            if not raw.strip():
+                continue
+            try:
+                value = orjson.loads(raw)
+            except orjson.JSONDecodeError as exc:
+                raise Unreadable(f"{path}: line {number} is not JSON ({exc})") from None
+            if not isinstance(value, dict):
+                raise Unreadable(f"{path}: line {number} is not a JSON object")
+            yield number, value
 
 
 def iso(value: Any, fallback: str = "") -> str:

@@ -28,7 +28,7 @@ import orjson
 
 from mulligan.app.importers.claude_code import read_claude_code
 from mulligan.app.importers.codex import read_codex
-from mulligan.app.importers.common import Node, Source, Unreadable, marked
+from mulligan.app.importers.common import Node, Source, Unreadable, first_lines, marked
 from mulligan.app.importers.pi import read_pi, read_tau
 
 __all__ = ["FROM", "READERS", "Unreadable", "detect", "found_for", "read", "to_lines"]
@@ -40,9 +40,7 @@ FROM = ("auto", *READERS)
 
 def detect(path: Path) -> str:
     """Which tool wrote `path`, from its first lines; Unreadable when none fits."""
-    from mulligan.app.importers.common import json_lines
-
-    for number, line in json_lines(path):
+    for number, line in first_lines(path):
         kind = line.get("type")
         if kind == "session" and "id" in line:
             return "pi"
@@ -57,8 +55,6 @@ def detect(path: Path) -> str:
             return "claude-code"
         if "parent_id" in line and isinstance(line.get("id"), str):
             return "tau"
-        if number >= 5:
-            break
     raise Unreadable(f"{path}: not a session file of Claude Code, Codex, pi or Tau "
                      "(say which with --from)")
 
