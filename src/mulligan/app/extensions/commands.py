@@ -18,10 +18,17 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["Custom", "command_folders", "expand", "front_matter", "load_commands"]
+__all__ = ["Custom", "command_folders", "expand", "front_matter", "load_commands", "read_capped"]
 
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")
 MAX_BYTES = 200_000
+
+
+def read_capped(file: Path, limit: int) -> str:
+    """The first `limit` bytes of `file` as text (undecodable bytes replaced); never reads
+    more than that, so a huge or endless file costs nothing. Raises OSError."""
+    with file.open("rb") as handle:
+        return handle.read(limit).decode("utf-8", errors="replace")
 
 
 @dataclass(frozen=True)
@@ -79,7 +86,7 @@ def load_commands(folders: list[Path], builtins: Collection[str]) -> tuple[
             if name in found:
                 continue  # an earlier place has it (project before user before .claude)
             try:
-                raw = file.read_bytes()[:MAX_BYTES].decode("utf-8", errors="replace")
+                raw = read_capped(file, MAX_BYTES)
             except OSError as exc:
                 problems.append(f"{file}: cannot be read ({exc.strerror}); not loaded")
                 continue

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from mulligan.app.extensions.commands import front_matter
+from mulligan.app.extensions.commands import front_matter, read_capped
 
 __all__ = ["Skill", "load_skills", "prompt_text", "skill_folders"]
 
@@ -47,7 +47,7 @@ def load_skills(folders: list[Path]) -> tuple[list[Skill], list[str]]:
         for folder in candidates:
             file = folder / "SKILL.md"
             try:
-                text = file.read_bytes()[:MAX_BYTES].decode("utf-8", errors="replace")
+                text = read_capped(file, MAX_BYTES)
             except OSError as exc:
                 problems.append(f"{file}: cannot be read ({exc.strerror}); skill not listed")
                 continue
