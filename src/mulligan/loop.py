@@ -20,7 +20,10 @@ Event order of a run whose model asks for one tool and then answers (non-streami
     agent_end
 
 A streaming model adds message_start and message_update events before each assistant
-message_end. The one ordering rule is *mutate, then announce*: a message is appended to the
+message_end; a streaming tool (bash) adds tool_execution_update events while it runs, between
+its tool_execution_start and its result's message_end -- what it printed since the last one,
+at most ten a second (`tools.running`). They are never recorded: the record holds the one
+tool result, as without them. The one ordering rule is *mutate, then announce*: a message is appended to the
 record before its message_end is yielded.
 """
 
@@ -46,7 +49,8 @@ from mulligan.messages import (
     tool_calls,
     user_message,
 )
-from mulligan.tools import Tool, run_tool, tool_specs
+from mulligan.tools import Tool, tool_specs
+from mulligan.tools.running import ToolRun
 from mulligan.wire import (
     Event,
     MessageEnd,
@@ -126,7 +130,11 @@ def run_agent(
     message_end is yielded. agent_end's "messages" are the messages this run appended.
 
     A turn is: the user messages waiting to open it, one model call, then the reply's tool
-    calls, run one at a time in order, each answered by exactly one result.
+    calls, run one at a time in order, each answered by exactly one result. A tool that
+    streams (bash) runs on a worker thread while this generator yields its
+    ``tool_execution_update`` events (`tool_call_id`, `tool_name`, `output`: what it printed
+    since the last one, `elapsed`: seconds), at most ten a second, coalesced; they are a view,
+    never recorded: the record gets the one result, exactly as `run_tool` makes it.
     The run stops when
     - the model answers without tool calls and nobody has more to say (see below);
     - a reply fails: the model raised, or returned stop_reason "error" or "aborted". The reply
@@ -170,7 +178,10 @@ def run_agent(
     cannot yield, so no further events are delivered -- not even the closing pairs -- and
     nothing more runs: no model call, no tool. The record is still left valid: every tool call
     of the current reply not yet answered gets an ``INTERRUPTED`` result, appended without an
-    event. The same close-out happens when an exception escapes. (`Harness` does better: it
+    event -- but for a tool closed while it ran (at one of its updates): the abort is set (the
+    run's, or the call's own when none was given), the tool stopped as on any abort, and the
+    result it then gives recorded. The same close-out happens when an exception escapes
+    (a second Ctrl-C's KeyboardInterrupt while bash runs: bash is killed, its result kept). (`Harness` does better: it
     finishes a closed run with the abort set, so its listeners still hear balanced events.)
     """
     toolbox = list(tools)
@@ -179,6 +190,7 @@ def run_agent(
     new: list[Message] = []
     # The calls of the current reply that have no result yet: what a close-out must answer.
     unanswered: list[ToolCallBlock] = []
+    running: ToolRun | None = None  # the first of them, while it runs (it may stream)
 
     def record(message: Message) -> MessageEnd:
         """Append `message` to the record, then make the event that announces it."""
@@ -232,7 +244,12 @@ def run_agent(
                        "tool_name": call["name"], "arguments": call["arguments"]}
                 # Checked again: whoever heard the start may have aborted (Harness does, to
                 # finish a run its consumer closed), and then the tool must not run.
-                result = _interrupted(call) if aborted() else run_tool(toolbox, call, abort=abort)
+                if aborted():
+                    result = _interrupted(call)
+                else:
+                    running = ToolRun(toolbox, call, abort=abort)
+                    yield from running.updates()  # what bash prints, while it runs
+                    result, running = running.result(), None
                 del unanswered[0]  # no yield between the tool returning and its record
                 ended = record(result)
                 result = ended["message"]  # type: ignore[assignment]
@@ -265,7 +282,12 @@ def run_agent(
     finally:
         # Only reached with calls unanswered when the run was closed or an exception escaped.
         for call in unanswered:
-            result = _interrupted(call)
+            if running is not None:  # closed while it ran: stopped, and its result kept
+                result = running.result(stop=True)
+                result = cast(ToolResultMessage, redact(result)) if redact else result
+                running = None
+            else:
+                result = _interrupted(call)
             messages.append(result)
             new.append(result)
 

@@ -133,6 +133,18 @@ class ToolExecutionStart(TypedDict):
     arguments: dict[str, Any]
 
 
+class ToolExecutionUpdate(TypedDict):
+    """What a running tool (bash) has printed since the last update, while it runs: for a live
+    view only. Never recorded: the one toolResult at the end is the record. `elapsed` is
+    seconds since the call started."""
+
+    type: Literal["tool_execution_update"]
+    tool_call_id: str
+    tool_name: str
+    output: str
+    elapsed: float
+
+
 class ToolExecutionEnd(TypedDict):
     type: Literal["tool_execution_end"]
     tool_call_id: str
@@ -173,5 +185,5 @@ class CompactionEnd(TypedDict):
 
 
 Event = (AgentStart | AgentEnd | TurnStart | TurnEnd | MessageStart | MessageUpdate
-         | MessageEnd | ToolExecutionStart | ToolExecutionEnd | Retry | CompactionStart
-         | CompactionEnd)
+         | MessageEnd | ToolExecutionStart | ToolExecutionUpdate | ToolExecutionEnd | Retry
+         | CompactionStart | CompactionEnd)

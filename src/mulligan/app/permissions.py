@@ -35,7 +35,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from mulligan.messages import Content
-from mulligan.tools import Tool, ToolError
+from mulligan.tools import OnOutput, Tool, ToolError, invoke
 from mulligan.tools.workspace import Workspace
 
 __all__ = ["MODES", "Answer", "Permissions", "Question"]
@@ -136,13 +136,10 @@ class Permissions:
         return [tool if tool["name"] in READ_ONLY else self._guarded(tool) for tool in tools]
 
     def _guarded(self, tool: Tool) -> Tool:
-        execute = tool["execute"]
-        interruptible = bool(tool.get("interruptible"))
-
-        def guarded(arguments: dict[str, Any],
-                    abort: threading.Event | None = None) -> Content:
+        def guarded(arguments: dict[str, Any], abort: threading.Event | None = None,
+                    on_output: OnOutput | None = None) -> Content:
             self.check(tool["name"], arguments, abort)
-            return execute(arguments, abort=abort) if interruptible else execute(arguments)
+            return invoke(tool, arguments, abort=abort, on_output=on_output)
 
         return {**tool, "execute": guarded, "interruptible": True}
 

@@ -10,7 +10,16 @@ from __future__ import annotations
 import os
 from collections.abc import Collection
 
-from mulligan.tools.base import Tool, ToolError, ToolSpec, check_arguments, run_tool, tool_specs
+from mulligan.tools.base import (
+    OnOutput,
+    Tool,
+    ToolError,
+    ToolSpec,
+    check_arguments,
+    invoke,
+    run_tool,
+    tool_specs,
+)
 from mulligan.tools.budget import MAX_BYTES, MAX_LINES, Truncation, truncate_head, truncate_tail
 from mulligan.tools.files import edit_tool, read_tool, write_tool
 from mulligan.tools.sandbox import Sandbox, sandbox_problem
@@ -19,11 +28,12 @@ from mulligan.tools.shell import CommandTimedOut, bash_tool
 from mulligan.tools.workspace import OutsideWorkspace, Workspace
 
 __all__ = [
-    "MAX_BYTES", "MAX_LINES", "CommandTimedOut", "OutsideWorkspace", "Sandbox", "Tool",
+    "MAX_BYTES", "MAX_LINES", "CommandTimedOut", "OnOutput", "OutsideWorkspace", "Sandbox",
+    "Tool",
     "ToolError", "sandbox_problem",
     "ToolSpec", "Truncation", "Workspace", "bash_tool", "check_arguments", "coding_tools",
-    "edit_tool", "find_tool", "grep_tool", "ls_tool", "read_tool", "run_tool", "tool_specs",
-    "truncate_head", "truncate_tail", "write_tool",
+    "edit_tool", "find_tool", "grep_tool", "invoke", "ls_tool", "read_tool", "run_tool",
+    "tool_specs", "truncate_head", "truncate_tail", "write_tool",
 ]
 
 

@@ -16,19 +16,29 @@ from typing import Any, NotRequired, TypedDict
 from mulligan.messages import Content, ToolCallBlock, ToolResultMessage, is_content
 from mulligan.wire import ToolSpec
 
-__all__ = ["Tool", "ToolError", "ToolSpec", "check_arguments", "run_tool", "tool_specs"]
+__all__ = ["OnOutput", "Tool", "ToolError", "ToolSpec", "check_arguments", "invoke", "run_tool",
+           "tool_specs"]
+
+# What a streaming tool hands each piece of its output to, as it comes (see `Tool`).
+OnOutput = Callable[[str], None]
 
 
 class Tool(TypedDict):
     """A tool. "name", "description" and "parameters" are advertised to the model; "execute" is
     only ever run by this program. With "interruptible": True, execute is called as
-    ``execute(arguments, abort=<threading.Event | None>)`` and should stop early once it is set."""
+    ``execute(arguments, abort=<threading.Event | None>)`` and should stop early once it is set.
+    With "streams": True it is also handed ``on_output=<OnOutput | None>``: a function it may
+    call with each piece of its output as it is produced (bash's lines while the command
+    runs), for a live view only -- the result it returns is what is recorded, the same with
+    or without it. `invoke` calls execute so; a tool that wraps another's execute calls
+    `invoke` and keeps the wrapped tool's "streams"."""
 
     name: str
     description: str
     parameters: dict[str, Any]
     execute: Callable[..., Content]  # text, or text and image blocks (`read` of an image)
     interruptible: NotRequired[bool]
+    streams: NotRequired[bool]
 
 
 class ToolError(Exception):
@@ -65,8 +75,21 @@ def check_arguments(tool: Tool, arguments: Any) -> None:
                     f"Expected: {_signature(tool['parameters'])}.")
 
 
+def invoke(tool: Tool, arguments: Any, *, abort: threading.Event | None = None,
+           on_output: OnOutput | None = None) -> Content:
+    """``tool["execute"](arguments)``, with `abort` when the tool is interruptible and
+    `on_output` when it streams (see `Tool`); what it returns or raises, as is."""
+    extra: dict[str, Any] = {}
+    if tool.get("interruptible"):
+        extra["abort"] = abort
+    if tool.get("streams") and on_output is not None:
+        extra["on_output"] = on_output
+    return tool["execute"](arguments, **extra)
+
+
 def run_tool(
-    tools: list[Tool], call: ToolCallBlock, *, abort: threading.Event | None = None
+    tools: list[Tool], call: ToolCallBlock, *, abort: threading.Event | None = None,
+    on_output: OnOutput | None = None,
 ) -> ToolResultMessage:
     """Run one tool call and return the toolResult that answers it.
 
@@ -75,7 +98,8 @@ def run_tool(
     schema, an exception inside the tool, or a tool that returns something other than text all
     come back with is_error True and a readable reason.
     is_error means the tool could not do its job: a shell command that exits non-zero has still
-    run, and says so in its content. `abort` is handed to interruptible tools only.
+    run, and says so in its content. `abort` is handed to interruptible tools only, and
+    `on_output` to streaming ones only (it never changes the result).
 
     `call` is never changed: the tool gets its own copy of the arguments, so a tool that
     fills in defaults in place cannot alter the assistant message in the record (or in a
@@ -88,7 +112,8 @@ def run_tool(
             raise ToolError(f"The arguments of this {name} call were not a JSON object, so it was "
                             f"not run: {str(invalid)[:500]!r}. Call it again with the arguments "
                             "as one JSON object.")
-        content, is_error = _execute(tools, name, fields.get("arguments"), abort), False
+        content = _execute(tools, name, fields.get("arguments"), abort, on_output)
+        is_error = False
     except ToolError as exc:
         content, is_error = str(exc), True
     except Exception as exc:  # the one catch-all: a tool's failure becomes a message, not a crash
@@ -98,7 +123,8 @@ def run_tool(
 
 
 def _execute(
-    tools: list[Tool], name: str, arguments: Any, abort: threading.Event | None
+    tools: list[Tool], name: str, arguments: Any, abort: threading.Event | None,
+    on_output: OnOutput | None,
 ) -> Content:
     tool = next((t for t in tools if t["name"] == name), None)
     if tool is None:
@@ -106,10 +132,7 @@ def _execute(
         raise ToolError(f"Tool {name} not found. Available: {available}")
     check_arguments(tool, arguments)
     arguments = copy.deepcopy(arguments)
-    if tool.get("interruptible"):
-        result = tool["execute"](arguments, abort=abort)
-    else:
-        result = tool["execute"](arguments)
+    result = invoke(tool, arguments, abort=abort, on_output=on_output)
     if not is_content(result):
         raise ToolError(f"Tool {name} returned {type(result).__name__}, not text")
     return result

@@ -10,6 +10,7 @@ bounded however much a command prints.
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import math
 import os
@@ -19,7 +20,7 @@ import subprocess
 import threading
 import time
 import uuid
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -60,19 +61,34 @@ class CommandRun:
 
 
 class _Tail:
-    """The last `keep` bytes of a stream, plus a count of its lines."""
+    """The last `keep` bytes of a stream, plus a count of its lines; each chunk also handed,
+    decoded, to `on_output` (when given) as it is taken."""
 
-    def __init__(self, keep: int) -> None:
+    def __init__(self, keep: int, on_output: Callable[[str], None] | None = None) -> None:
         self.keep, self.data, self.size, self.newlines = keep, bytearray(), 0, 0
         self.ends_in_newline = True
+        self.on_output = on_output
+        # A character split between two reads is decoded whole, with the second.
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
 
     def add(self, chunk: bytes) -> None:
+        if self.on_output is not None:
+            text = self._decoder.decode(chunk)
+            if text:
+                self.on_output(text)
         self.size += len(chunk)
         self.newlines += chunk.count(b"\n")
         self.ends_in_newline = chunk.endswith(b"\n")
         self.data += chunk
         if len(self.data) > self.keep:
             del self.data[:len(self.data) - self.keep]
+
+    def flush(self) -> None:
+        """The output has ended: bytes of a character it never finished go out replaced."""
+        if self.on_output is not None:
+            text = self._decoder.decode(b"", final=True)
+            if text:
+                self.on_output(text)
 
     def text(self) -> tuple[str, int]:
         """(decoded kept text, total lines)."""
@@ -91,13 +107,20 @@ def run_command(
     command: str, cwd: str | os.PathLike[str], *, timeout: float,
     abort: threading.Event | None = None, keep: int = 2 * MAX_BYTES,
     env: Mapping[str, str] | None = None, sandbox: Sandbox | None = None,
+    on_output: Callable[[str], None] | None = None,
 ) -> CommandRun:
     """Run `command` with `bash -c` in `cwd` and wait until it ends, times out, or `abort` is
     set; on the last two the whole process group is killed, and so is every process that
     left the group (setsid) but still carries the command's marker in its environment.
     `env` is the child's environment (default: this process's); `sandbox` runs it under
     bubblewrap. Never leaves a child of its own running past a timeout or an abort, except
-    one that cleared its own environment."""
+    one that cleared its own environment.
+
+    `on_output`, when given, is called on this thread with each piece of output as it is
+    read (decoded as UTF-8, a bad byte replaced; a character split between reads comes
+    whole with the second), everything the command prints, however much: it is for a live
+    view. It must return at once and never raise (the reader waits for it); what it is
+    handed changes nothing in the `CommandRun` returned."""
     marker = f"{_MARKER}={uuid.uuid4().hex}"
     name, _, value = marker.partition("=")
     argv = sandbox.argv(cwd, command) if sandbox is not None else ["bash", "-c", command]
@@ -108,7 +131,7 @@ def run_command(
     assert proc.stdout is not None
     fd = proc.stdout.fileno()
     os.set_blocking(fd, False)
-    tail = _Tail(keep)
+    tail = _Tail(keep, on_output)
     deadline = time.monotonic() + timeout
     try:
         ended, held_open = _wait(proc, fd, tail, deadline, abort)
@@ -125,6 +148,7 @@ def run_command(
         _drain(fd, tail)
     proc.wait()
     proc.stdout.close()
+    tail.flush()
     output, total = tail.text()
     return CommandRun(output, total, ended, proc.returncode if ended == "exited" else None,
                       held_open, escaped)
@@ -172,11 +196,13 @@ def bash_tool(
     model may ask for another per call, up to `max_timeout` (a larger one, infinity included,
     is held to it; NaN is the default). The command runs without the variables named in
     `hide_env` (the app hides the provider keys there); with `sandbox`, under bubblewrap
-    (`tools.sandbox`). Interruptible: an abort event kills the command."""
+    (`tools.sandbox`). Interruptible: an abort event kills the command. Streams: its output
+    goes to `on_output` as it is printed (`run_command`), the result is the same."""
     ws = Workspace.of(root)
     hidden = frozenset(hide_env)
 
-    def execute(arguments: dict[str, Any], abort: threading.Event | None = None) -> str:
+    def execute(arguments: dict[str, Any], abort: threading.Event | None = None,
+                on_output: Callable[[str], None] | None = None) -> str:
         notes = []
         seconds = float(arguments.get("timeout", timeout))
         if math.isnan(seconds):
@@ -189,7 +215,7 @@ def bash_tool(
             seconds = max_timeout
         env = {k: v for k, v in os.environ.items() if k not in hidden}
         run = run_command(arguments["command"], ws.root, timeout=seconds, abort=abort,
-                          keep=2 * max_bytes, env=env, sandbox=sandbox)
+                          keep=2 * max_bytes, env=env, sandbox=sandbox, on_output=on_output)
         kept = truncate_tail(run.output, max_lines, max_bytes)
         text = kept.text
         if kept.shown == 0 and run.output:  # the last line alone is over the budget
@@ -250,6 +276,7 @@ def bash_tool(
         },
         "execute": execute,
         "interruptible": True,
+        "streams": True,
     }
 
 

@@ -33,7 +33,7 @@ from mulligan.app.extensions.mcp_config import (
 )
 from mulligan.app.extensions.skills import Skill, load_skills, prompt_text, skill_folders
 from mulligan.messages import Content
-from mulligan.tools import Tool, ToolError
+from mulligan.tools import OnOutput, Tool, ToolError, invoke
 
 __all__ = ["Extensions", "project_setup"]
 
@@ -180,16 +180,16 @@ class Extensions:
         return [self._hooked(tool, hooks) for tool in tools]
 
     def _hooked(self, tool: Tool, hooks: Hooks) -> Tool:
-        execute, name = tool["execute"], tool["name"]
-        interruptible = bool(tool.get("interruptible"))
+        name = tool["name"]
 
-        def hooked(arguments: dict[str, Any], abort: threading.Event | None = None) -> Any:
+        def hooked(arguments: dict[str, Any], abort: threading.Event | None = None,
+                   on_output: OnOutput | None = None) -> Any:
             for ran in self._note(hooks.run("pre_tool_use", tool_name=name,
                                             arguments=arguments)):
                 if ran.outcome == "blocked":
                     raise ToolError(ran.stderr.strip() or f"a pre_tool_use hook "
                                     f"({ran.hook.command}) blocked this {name} call")
-            result = execute(arguments, abort=abort) if interruptible else execute(arguments)
+            result = invoke(tool, arguments, abort=abort, on_output=on_output)
             shown = result if isinstance(result, str) else json.dumps(result)[:100_000]
             for ran in self._note(hooks.run("post_tool_use", tool_name=name,
                                             arguments=arguments, result=shown)):
