@@ -215,6 +215,23 @@ def test_a_key_split_over_deltas_is_held_until_it_is_whole():
     assert shown[-1]["type"] == "message_end"
 
 
+def test_a_key_split_over_a_running_tools_updates_is_held_until_it_is_whole():
+    scrub = Secrets(["K"], {"K": KEY}).scrubber()
+
+    def update(output, call_id="c1"):
+        return {"type": "tool_execution_update", "tool_call_id": call_id, "tool_name": "bash",
+                "output": output, "elapsed": 0.1}
+
+    shown = [*scrub(update("token=" + KEY[:6])), *scrub(update(KEY[6:] + "\n")),
+             *scrub(update("tail sk")), *scrub(update("other", "c2")),
+             *scrub({"type": "message_end", "message": {"role": "toolResult", "content": ""}})]
+    outputs = [(e["tool_call_id"], e["output"]) for e in shown
+               if e["type"] == "tool_execution_update"]
+    assert outputs == [("c1", "token="), ("c1", "[redacted: K]\n"), ("c1", "tail "),
+                       ("c1", "sk"), ("c2", "other")]
+    assert shown[-1]["type"] == "message_end" and KEY[:6] not in json.dumps(shown)
+
+
 def test_a_key_in_a_wrongly_typed_setting_is_not_echoed(tmp_path):
     home = tmp_path / "home"
     home.mkdir()

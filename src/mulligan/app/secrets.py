@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from mulligan.messages import Message
@@ -121,47 +121,71 @@ class Secrets:
         return EventScrubber(self)
 
 
+# How a held piece of streamed text is put back into its event (see EventScrubber).
+_Put = Callable[[dict[str, Any], str], dict[str, Any]]
+
+
 class EventScrubber:
     """``scrub(event)`` -> the events to show in its place, every known key value replaced.
     A message_update is shown without its partial `message` (`delta` is what is new, as
-    `--mode json` prints it), and the end of a delta that could begin a key is held back
-    until the next delta of the same block, or the block's end, says whether it does: a
-    held tail comes out as one more message_update of that block, before the next block's
-    first one or the message's end. Every other event is cleaned whole."""
+    `--mode json` prints it). Streamed text -- a message_update's delta, a running tool's
+    tool_execution_update output -- may split a key between two events: the end of one that
+    could begin a key is held back until the next piece of the same stream (the same block,
+    the same tool call), or the stream's end, says whether it does: a held tail comes out as
+    one more event of that stream, before the next event of any other kind or stream.
+    Every other event is cleaned whole."""
 
     def __init__(self, secrets: Secrets) -> None:
         self._secrets = secrets
-        self._held: dict[str, Any] | None = None  # the delta whose end is held back
+        # The stream whose end is held back: (which stream, its event without the text,
+        # the text held, how to put the text back into the event).
+        self._held: tuple[Any, dict[str, Any], str, _Put] | None = None
 
     def __call__(self, event: Mapping[str, Any]) -> list[dict[str, Any]]:
-        if event.get("type") != "message_update":
-            return [*self._release(), self._secrets.clean(dict(event))]
-        delta = event.get("delta")
-        if not isinstance(delta, Mapping) or not isinstance(delta.get("delta"), str):
-            return [*self._release(), {"type": "message_update",
-                                       "delta": self._secrets.clean(delta)}]
+        kind = event.get("type")
+        if kind == "message_update":
+            delta = event.get("delta")
+            if not isinstance(delta, Mapping) or not isinstance(delta.get("delta"), str):
+                return [*self._release(), {"type": "message_update",
+                                           "delta": self._secrets.clean(delta)}]
+            same = {k: v for k, v in delta.items() if k != "delta"}
+            return self._stream(("message_update", same), same, delta["delta"], _put_delta)
+        if kind == "tool_execution_update" and isinstance(event.get("output"), str):
+            shell = {k: v for k, v in event.items() if k != "output"}
+            which = ("tool_execution_update", event.get("tool_call_id"))
+            return self._stream(which, shell, event["output"], _put_output)
+        return [*self._release(), self._secrets.clean(dict(event))]
+
+    def _stream(self, which: Any, shell: dict[str, Any], text: str,
+                put: _Put) -> list[dict[str, Any]]:
         shown: list[dict[str, Any]] = []
-        text = delta["delta"]
-        same = {k: v for k, v in delta.items() if k != "delta"}
         if self._held is not None:
-            if {k: v for k, v in self._held.items() if k != "delta"} == same:
-                text = self._held["delta"] + text
+            if self._held[0] == which:
+                text = self._held[2] + text
                 self._held = None
             else:
                 shown = self._release()
         safe, rest = self._secrets.split_safe(text)
+        shell = self._secrets.clean(shell)
         if rest:
-            self._held = {**self._secrets.clean(same), "delta": rest}
+            self._held = (which, shell, rest, put)
         if safe:
-            shown.append({"type": "message_update",
-                          "delta": {**self._secrets.clean(same), "delta": safe}})
+            shown.append(put(shell, safe))
         return shown
 
     def _release(self) -> list[dict[str, Any]]:
         if self._held is None:
             return []
-        held, self._held = self._held, None
-        return [{"type": "message_update", "delta": held}]
+        (_, shell, text, put), self._held = self._held, None
+        return [put(shell, text)]
+
+
+def _put_delta(shell: dict[str, Any], text: str) -> dict[str, Any]:
+    return {"type": "message_update", "delta": {**shell, "delta": text}}
+
+
+def _put_output(shell: dict[str, Any], text: str) -> dict[str, Any]:
+    return {**shell, "output": text}
 
 
 def guard_process(names: Iterable[str] = ALL_KEY_VARIABLES, environ: Any = None) -> None:
