@@ -14,8 +14,9 @@ from mulligan.loop import run_agent
 from mulligan.messages import Message
 from mulligan.session import SessionLog, persist_to
 from mulligan.testing import ScriptedModel, call, reply, say
-from mulligan.tools import bash_tool, read_tool, run_tool
+from mulligan.tools import Sandbox, bash_tool, read_tool, run_tool
 from mulligan.tools.running import ToolRun
+from test_sandbox import needs_bwrap
 
 COUNTING = "for i in 1 2 3; do echo line$i; sleep 0.4; done"
 
@@ -126,3 +127,36 @@ def test_a_tool_run_returns_what_run_tool_returns(tmp_path: Path) -> None:
     shown = "".join(u["output"] for u in run.updates())
     assert shown == "a\nb\n"
     assert run.result() == run_tool(tools, command)
+
+
+def test_json_mode_writes_the_updates_through_the_permission_and_hook_wrappers(
+        tmp_path: Path) -> None:
+    from test_cli import mulligan, script, session_files
+
+    home = tmp_path / "home"
+    home.mkdir()
+    # A pre_tool_use hook wraps bash (app/extensions), and so does the permission guard.
+    (home / "config.toml").write_text('[[hooks.pre_tool_use]]\ncommand = "true"\n')
+    bash = {"role": "assistant", "stop_reason": "toolUse", "content": [
+        {"type": "toolCall", "id": "c1", "name": "bash", "arguments": {"command": COUNTING}}]}
+    done = mulligan(tmp_path, "-p", "count", "--mode", "json", "--permission-mode", "auto",
+                    "--model", script(tmp_path, bash, "done"))
+    assert done.returncode == 0, done.stderr
+    lines = [json.loads(line) for line in done.stdout.splitlines()]
+    kinds = [e["type"] for e in lines]
+    updates = [e for e in lines if e["type"] == "tool_execution_update"]
+    assert len(updates) >= 2 and "".join(u["output"] for u in updates) == \
+        "line1\nline2\nline3\n"
+    assert kinds.index("tool_execution_start") < kinds.index("tool_execution_update") < \
+        kinds.index("tool_execution_end")
+    (file,) = session_files(tmp_path)
+    assert "tool_execution_update" not in file.read_text()
+
+
+@needs_bwrap
+def test_sandboxed_bash_streams_too(tmp_path: Path) -> None:
+    tools = [bash_tool(tmp_path, sandbox=Sandbox())]
+    run = ToolRun(tools, call("bash", {"command": "echo one; sleep 0.4; echo two"}, id="c1"))
+    pieces = [u["output"] for u in run.updates()]
+    assert pieces[0] == "one\n" and "".join(pieces) == "one\ntwo\n"
+    assert run.result()["content"] == "one\ntwo\n"

@@ -20,11 +20,9 @@ Event order of a run whose model asks for one tool and then answers (non-streami
     agent_end
 
 A streaming model adds message_start and message_update events before each assistant
-message_end; a streaming tool (bash) adds tool_execution_update events while it runs, between
-its tool_execution_start and its result's message_end -- what it printed since the last one,
-at most ten a second (`tools.running`). They are never recorded: the record holds the one
-tool result, as without them. The one ordering rule is *mutate, then announce*: a message is appended to the
-record before its message_end is yielded.
+message_end; a streaming tool (bash), tool_execution_update events (`tools.running`) before
+its result's message_end: never recorded. The one ordering rule is *mutate, then announce*:
+a message is appended to the record before its message_end is yielded.
 """
 
 from __future__ import annotations
@@ -181,8 +179,9 @@ def run_agent(
     event -- but for a tool closed while it ran (at one of its updates): the abort is set (the
     run's, or the call's own when none was given), the tool stopped as on any abort, and the
     result it then gives recorded. The same close-out happens when an exception escapes
-    (a second Ctrl-C's KeyboardInterrupt while bash runs: bash is killed, its result kept). (`Harness` does better: it
-    finishes a closed run with the abort set, so its listeners still hear balanced events.)
+    (a second Ctrl-C's KeyboardInterrupt while bash runs: bash is killed, its result kept).
+    (`Harness` does better: it finishes a closed run with the abort set, so its listeners
+    still hear balanced events.)
     """
     toolbox = list(tools)
     specs = tool_specs(toolbox)

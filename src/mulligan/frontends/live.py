@@ -2,9 +2,12 @@
 
 Assistant text is written as it streams; a tool call is one dim line (``▸ read main.py``) and
 its result a few indented lines, folded past `fold_lines` with a count of the rest; errors are
-red, an aborted reply says so. User messages queued during the run (steering, follow-ups) are
-shown when the loop takes them. `finish()` says whether the run ended well. Never touches the
-transcript or the session file.
+red, an aborted reply says so. While bash runs, what it prints is kept in `running` (its
+`tool_execution_update` events: the REPL's live area draws its last lines), then given up
+for the folded result, printed once. A tool's output is shown `printable`: no escape
+sequence from a command reaches the terminal. User messages queued during the run
+(steering, follow-ups) are shown when the loop takes them. `finish()` says whether the run
+ended well. Never touches the transcript or the session file.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from rich.console import Console
 from rich.text import Text
 
 from mulligan.brief import arguments_text
+from mulligan.frontends.terminal.running import RunningOutput, printable
 from mulligan.frontends.terminal.stream import MarkdownStream
 from mulligan.messages import content_text, text_of
 
@@ -59,6 +63,8 @@ class LiveRenderer:
         self.diff_of: Callable[[str, Mapping[str, Any]], list[str]] | None = None
         self.asked: Callable[[str, Mapping[str, Any]], bool] | None = None
         self.last: dict[str, Any] | None = None
+        # The running tool call's output so far (None between calls): for the live area.
+        self.running: RunningOutput | None = None
         self._midline = False
         self._streamed = False
         self._users_seen = 0
@@ -132,7 +138,13 @@ class LiveRenderer:
         elif kind == "tool_execution_start":
             self._call(str(event.get("tool_name")), event.get("arguments") or {})
             self._phase(f"running {event.get('tool_name')}")
+            self.running = RunningOutput(str(event.get("tool_name")), self.since)
+        elif kind == "tool_execution_update":
+            if self.running is None:  # an update without its start: begin here
+                self.running = RunningOutput(str(event.get("tool_name")), self.since)
+            self.running.add(str(event.get("output") or ""))
         elif kind == "tool_execution_end":
+            self.running = None  # the live lines give way to the result, printed once
             if event.get("tool_name") == "bash":
                 self._bash_result(event.get("result") or {}, bool(event.get("is_error")))
             else:
@@ -219,7 +231,8 @@ class LiveRenderer:
         if name == "bash":
             command = str(arguments.get("command", ""))
             first, _, more = command.partition("\n")
-            self._line(head + Text("bash ", style="dim") + Text(f"$ {first}", style="bold")
+            self._line(head + Text("bash ", style="dim") + Text(f"$ {printable(first)}",
+                                                                style="bold")
                        + Text(" …" if more else "", style="dim"))
             return
         path = str(arguments.get("path", ""))
@@ -261,7 +274,7 @@ class LiveRenderer:
 
     def _bash_result(self, result: dict[str, Any], is_error: bool) -> None:
         """bash's output from its end, where the verdict is, and a red exit code."""
-        lines = content_text(result.get("content")).splitlines() or ["(no output)"]
+        lines = printable(content_text(result.get("content"))).splitlines() or ["(no output)"]
         verdict = lines[-1] if lines[-1].startswith("[exit code ") or lines[-1].startswith(
             "[Timed out") or lines[-1].startswith("[killed by signal") else None
         if verdict is not None:
@@ -280,7 +293,7 @@ class LiveRenderer:
             self._line(Text(f"  └ {shown}", style="bold red"))
 
     def _result(self, result: dict[str, Any], is_error: bool) -> None:
-        lines = content_text(result.get("content")).splitlines() or ["(no output)"]
+        lines = printable(content_text(result.get("content"))).splitlines() or ["(no output)"]
         style = "red" if is_error else "dim"
         for line in lines[: self.fold_lines]:
             self._line(Text("  │ ", style="cyan") + Text(line, style=style))

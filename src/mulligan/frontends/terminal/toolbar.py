@@ -1,6 +1,8 @@
 """The live area under the REPL's input: during a run, the reply's unfinished block as it is
-written (wrapped at words, its last lines when it is long) and a spinner line saying what the
-wait is; always the status line.
+written (wrapped at words, its last lines when it is long), or the last lines a running
+command printed (`terminal.running`: made printable, wrapped, updating in place until its
+folded result is printed above), and a spinner line saying what the wait is and for how long;
+always the status line.
 
 In: the run's LiveRenderer (or None), whether a permission question waits for the user, the
 terminal's size and the status line. Out: prompt_toolkit formatted text. Reads, never draws.
@@ -13,6 +15,7 @@ import time
 from prompt_toolkit.formatted_text import StyleAndTextTuples
 
 from mulligan.frontends.live import LiveRenderer
+from mulligan.frontends.terminal.running import RUNNING_LINES
 from mulligan.frontends.terminal.stream import wrap_words
 
 __all__ = ["SPINNER", "toolbar"]
@@ -37,6 +40,11 @@ def toolbar(renderer: LiveRenderer | None, *, running: bool, asking: str | None,
             if len(lines) > room:
                 lines = ["…", *lines[-(room - 1):]]
             parts.append(("", "\n".join(lines) + "\n"))
+        command = renderer.running
+        if command is not None and asking is None:
+            for line in command.lines(width - 5, RUNNING_LINES):  # "  │ " and a spare column
+                parts.append(("fg:ansicyan", "  │ "))
+                parts.append(("fg:ansibrightblack", line + "\n"))
         frame = SPINNER[int(time.monotonic() * 8) % len(SPINNER)]
         took = time.monotonic() - renderer.since
         if asking is not None:
