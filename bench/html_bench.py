@@ -1,7 +1,7 @@
 """The HTML export in Chromium at scale, against a page of 400 entries measured in the same
 run (the floor): export time and memory, page size, load, a click, a search keystroke.
 
-    .venv/bin/python bench/html_bench.py [--entries 40000] [--runs 5]
+    .venv/bin/python bench/html_bench.py [--entries 100000] [--runs 5]
 
 Needs Debian's chromium and playwright (as the tests do). The export is timed in a fresh
 process against the floor of a fresh process parsing the same file (time and peak memory).
@@ -9,7 +9,13 @@ The session: one long branch with an abandoned attempt of 5 entries every 100 en
 Prints the export and load times (to the current branch drawn), the median click times (from
 the click to the second animation frame after it: the branch's cards shown and painted) into
 the first attempt and back to the tip, and the time of each keystroke typing "abandoned" in
-the search box (the first builds the search index).
+the search box (the first builds the search index); then each goal of issue 29 with its
+ratio: export <= 2x the parse floor and <= 1.5x its memory, page <= 0.5x the session file,
+first paint <= 3 s, a click <= 200 ms, a keystroke <= 100 ms.
+
+At 100k entries, 3 runs each on a loaded 2-core machine (before -> after the page built
+its tree rows and cards itself from the embedded file, the export only zipping it): export
+4.9-10.2x the parse floor -> see docs/design.md (the table of issue 29's figures).
 """
 
 from __future__ import annotations
@@ -128,7 +134,7 @@ def measure(browser, folder: Path, entries: int, runs: int) -> dict[str, float]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--entries", type=int, default=40_000)
+    parser.add_argument("--entries", type=int, default=100_000)
     parser.add_argument("--runs", type=int, default=5)
     args = parser.parse_args()
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -155,8 +161,17 @@ def main() -> int:
           f"the parse's ({big['parse_memory'] / 1e6:.0f} MB)")
     worst = max(big["away"], big["back"])
     print(f"slowest click at {args.entries}: {worst * 1000:.0f} ms, "
-          f"{worst / max(floor['away'], floor['back']):.1f}x the floor; goal well under "
-          f"0.5 s: {'met' if worst < 0.25 else 'NOT met'}")
+          f"{worst / max(floor['away'], floor['back']):.1f}x the floor")
+    keystroke = max(big["first_key"], big["key"])
+    for goal, got, limit, unit in (
+            ("export time / parse floor", big["export"] / big["parse"], 2.0, "x"),
+            ("export memory / parse's", big["export_memory"] / big["parse_memory"], 1.5, "x"),
+            ("page / session file", big["size"] / big["file"], 0.5, "x"),
+            ("first paint (s)", big["load"], 3.0, " s"),
+            ("click (ms)", worst * 1000, 200, " ms"),
+            ("keystroke, the first included (ms)", keystroke * 1000, 100, " ms")):
+        print(f"goal at {args.entries}: {goal}: {got:.2f} (<= {limit}{unit}): "
+              f"{'met' if got <= limit else 'MISSED'}")
     return 0
 
 

@@ -223,7 +223,8 @@ def _kill_inside(folder: Path) -> None:
 
 
 def test_the_html_export_labels_the_attempts_and_escapes_a_hostile_model_name(tmp_path):
-    from mulligan.app.exports.html import page_parts, to_html
+    from html_page import rendered
+    from mulligan.app.exports.html import to_html
 
     project(tmp_path)
     models = [a for k in (1, 2) for a in ("--model", script(tmp_path, *writes(k)))]
@@ -234,9 +235,15 @@ def test_the_html_export_labels_the_attempts_and_escapes_a_hostile_model_name(tm
     entries = log.entries()
     first = next(e for e in entries if e.get("attempt", {}).get("index") == 1)
     hostile = dict(first, attempt={**first["attempt"], "model": "<script>x</script>"})
-    parts = page_parts(to_html([hostile if e is first else e for e in entries], log.tip(),
-                               title="t", session=file.read_bytes(), file_name="s.jsonl"))
-    page = parts["html"] + json.dumps(parts["rows"]) + " ".join(parts["cards"].values())
+    hostile_file = tmp_path / "hostile.jsonl"  # the page is made from the file it embeds
+    hostile_file.write_text("".join(json.dumps(hostile if e is first else e) + "\n"
+                                    for e in entries))
+    page_file = tmp_path / "page.html"
+    page_file.write_text(to_html([hostile if e is first else e for e in entries], log.tip(),
+                                 title="t", session=hostile_file.read_bytes(),
+                                 file_name="s.jsonl"))
+    parts = rendered(page_file)  # as Chromium draws it
+    page = parts["html"] + " ".join(parts["rows"]) + " ".join(parts["cards"].values())
     assert "attempt 2/2 · scripted/script1.json · check passed" in page
     assert "&lt;script&gt;x&lt;/script&gt; · check passed" in page and "<script>x" not in page
 

@@ -180,8 +180,8 @@ def test_a_markdown_export_reads_as_markdown(tmp_path):
 
 
 def test_export_html_from_the_controller_holds_every_attempt_and_never_overwrites(tmp_path):
+    from html_page import rendered
     from mulligan.app import Controller
-    from mulligan.app.exports.html import page_parts
     from mulligan.app.sessions.catalog import new_session_path
     from mulligan.testing import ScriptedModel
 
@@ -193,7 +193,7 @@ def test_export_html_from_the_controller_holds_every_attempt_and_never_overwrite
     c.back("e1")
     list(c.run_prompt("two"))
     page = c.export("html")
-    cards = " ".join(page_parts(page.read_text())["cards"].values())
+    cards = " ".join(rendered(page)["cards"].values())  # as Chromium draws them
     assert page.name.endswith(".html") and stat.S_IMODE(page.stat().st_mode) == 0o600
     assert "first answer" in cards and "second answer" in cards
     with pytest.raises(ExportTargetExists):

@@ -10,7 +10,6 @@ import base64
 import json
 import os
 import re
-import shutil
 import stat
 import subprocess
 import sys
@@ -18,16 +17,10 @@ from pathlib import Path
 
 import pytest
 
+from html_page import ARGS, CHROMIUM, MISSING, drawn, sync_playwright
 from mulligan.session import SessionLog
 
 PYTHON = sys.executable
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-try:
-    from playwright.sync_api import sync_playwright
-except ImportError:  # pragma: no cover - the test extras install it
-    sync_playwright = None  # type: ignore[assignment]
-MISSING = ("Debian's chromium is not installed" if CHROMIUM is None else
-           "playwright is not installed" if sync_playwright is None else None)
 if MISSING and os.environ.get("CI") == "true":
     raise RuntimeError(f"CI must run the browser tests: {MISSING}")
 pytestmark = pytest.mark.skipif(MISSING is not None, reason=MISSING or "")
@@ -38,8 +31,6 @@ if not MARKDOWN_IT.is_file() and os.environ.get("CI") == "true":
     raise RuntimeError("CI must run the Markdown tests: libjs-markdown-it is not installed")
 needs_markdown_it = pytest.mark.skipif(not MARKDOWN_IT.is_file(),
                                        reason="Debian's libjs-markdown-it is not installed")
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 HOSTILE = ('Look: <script>window.pwned=1</script> <img src=x onerror="window.pwned=2"> '
            '[x](javascript:window.pwned=3)')
 
@@ -321,11 +312,50 @@ def test_without_markdown_it_the_page_shows_markdown_as_text(tmp_path, browser):
 
     lines = [user_entry("e1", None, "first"), user_entry("e2", "e1", CRAFTED)]
     page_file = tmp_path / "plain.html"
-    page_file.write_text(to_html(lines, "e2", title="t", session=b"", file_name="s.jsonl",
-                                 markdown_js=tmp_path / "missing.js"))
+    session = "".join(json.dumps(line) + "\n" for line in lines).encode()
+    page_file.write_text(to_html(lines, "e2", title="t", session=session,
+                                 file_name="s.jsonl", markdown_js=tmp_path / "missing.js"))
     page, errors = opened(browser, page_file)
     assert "libjs-markdown-it" in page.text_content("nav .meta")  # says why
     assert page.text_content("#e2 div.md") == CRAFTED  # the source, whole, as text
     assert page.query_selector_all("main strong, main a[href^=http], main img") == []
+    assert page.evaluate("window.pwned") is None
+    assert errors == []
+
+
+def test_no_text_of_a_crafted_entry_becomes_markup_in_the_tree_or_the_cards(tmp_path, browser):
+    # The page makes its rows and cards from the file: every piece of an entry must become
+    # text, never an element -- in the tree row, the card, a label, a tool call, a result.
+    img, end = '<img src=x onerror="window.pwned=1">', "</script><script>window.pwned=2</script>"
+    marked = '<b id="bold">label</b><img src=x onerror="window.pwned=3">'
+    lines = [{"type": "session_info", "id": "e1", "parent_id": None, "timestamp": img,
+              "name": f"name {end}"}, user_entry("e2", "e1", f"{img} {end}"),
+             {"type": "message", "id": "e3", "parent_id": "e2", "timestamp": "t", "message": {
+                 "role": "assistant", "stop_reason": "error", "error_message": img,
+                 "content": [{"type": "thinking", "thinking": end},
+                             {"type": "toolCall", "id": "c1", "name": img,
+                              "arguments": {"path": end}}]}},
+             {"type": "message", "id": "e4", "parent_id": "e3", "timestamp": "t", "message": {
+                 "role": "toolResult", "tool_call_id": "c1", "tool_name": img, "is_error": True,
+                 "content": [{"type": "text", "text": end},
+                             {"type": "image", "mime_type": "image/png", "data": f"x{img}"}]}},
+             {"type": "label", "id": "e5", "parent_id": "e4", "timestamp": "t",
+              "target_id": "e3", "label": marked},
+             {"type": "branch_summary", "id": "e6", "parent_id": "e5", "timestamp": end,
+              "from_id": "e4", "summary": img}]
+    page_file = export_of(tmp_path, lines)
+    page, errors = opened(browser, page_file)
+    parts = drawn(page)
+    # the rows and cards as drawn hold the crafted text as text, whole
+    assert f"{img} {end}" in page.text_content("#e2")
+    assert end in page.text_content("#e3") and f"{img}(" in page.text_content("#e3")
+    assert f"[{marked}]" in page.text_content("nav a[data-id=e3]")  # the label, as text
+    assert marked in page.text_content("#e3 .head .label")
+    assert end in page.text_content("#e4") and "[image: image/png" in page.text_content("#e4")
+    assert page.title().startswith(f"name {end}")
+    # and none of it is an element: no img, no b#bold, no script in the tree or the cards
+    made = " ".join([*parts["rows"], *parts["cards"].values()])
+    assert "<img" not in made and "<b " not in made and "<script" not in made
+    assert page.query_selector_all("main img, nav img, #bold, main script, nav script") == []
     assert page.evaluate("window.pwned") is None
     assert errors == []

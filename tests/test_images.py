@@ -19,8 +19,8 @@ from PIL import Image
 from fakes import anthropic_server as claude
 from fakes import openai_server as gpt
 from fakes.http_server import ScriptedServer
+from html_page import rendered
 from mulligan import Harness
-from mulligan.app.exports.html import page_parts
 from mulligan.frontends.terminal.attachments import image_paths, with_attachments
 from mulligan.messages import content_text, shape_problem, user_message
 from mulligan.providers.anthropic import AnthropicModel
@@ -245,8 +245,8 @@ def test_exports_show_an_image_as_a_note_in_markdown_and_inline_in_html(tmp_path
     markdown = (tmp_path / "out.md").read_text()
     assert f"[image: image/png, {len(IMAGE['data']) * 3 // 4 / 1024:.1f} KB]" in markdown
     assert IMAGE["data"] not in markdown
-    parts = page_parts((tmp_path / "out.html").read_text())
-    page = parts["html"] + " ".join(parts["cards"].values())  # what the page draws
+    parts = rendered(tmp_path / "out.html")
+    page = parts["html"] + " ".join(parts["cards"].values())  # what Chromium draws
     assert f'src="data:image/png;base64,{IMAGE["data"]}"' in page
     assert "data:text/html" not in page and "[image: text/html, 0.0 KB]" in page
 

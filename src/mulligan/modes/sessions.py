@@ -14,7 +14,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
-from mulligan.app import find_session_file, resolve
+from mulligan.app.models import resolve
+from mulligan.app.sessions.catalog import find_session_file
 from mulligan.modes.common import (
     UsageError,
     checkpoints_for,
@@ -51,7 +52,13 @@ def open_named(args: argparse.Namespace) -> SessionLog:
 
 def _entries_and_leaf(args: argparse.Namespace
                       ) -> tuple[SessionLog, list[Entry], str | None]:
+    from mulligan.session import SessionLog
+
     log = open_named(args)
+    if log.storage.file is not None:
+        # An export reads the file whole, once: keeping its line index (the sidecar) in step
+        # as it reads is work only a later lazy read uses (issue 29: half of the read).
+        log = SessionLog(log.storage.file, sidecar=False)
     entries = list(log.entries())
     leaf = args.leaf if getattr(args, "leaf", None) else log.tip()
     if leaf is not None:
@@ -129,14 +136,16 @@ def sessions_export(args: argparse.Namespace, out: TextIO) -> int:
         system = system_prompt(None, folder) if folder is not None and folder.is_dir() \
             else None
     redact = Secrets.of(environment(), load_config(home)).redact_text
+    # The store only when a tool call changed files: opening it imports the snapshot
+    # machinery (gitignore matching), a tenth of a 100k-entry export (issue 29).
+    store = store_of(home) if any(e.get("workspace") for e in entries) else None
     if args.format != "jsonl" and args.output in (None, "-") and (
             args.output == "-" or args.format == "md"):
-        out.write(render(log, args.format, leaf, system=system, store=store_of(home),
-                         redact=redact))
+        out.write(render(log, args.format, leaf, system=system, store=store, redact=redact))
         return 0
     target = export(log, args.format, Path(args.output) if args.output else None, home=home,
-                    cwd=working_folder(args), leaf=leaf, system=system,
-                    store=store_of(home), redact=redact)
+                    cwd=working_folder(args), leaf=leaf, system=system, store=store,
+                    redact=redact)
     print(f"wrote {target}", file=out)
     return 0
 

@@ -138,12 +138,12 @@ def attempt_labels(entries: Sequence[Entry]) -> dict[str, str]:
     checks: dict[tuple[str, str], Any] = {}
     for entry in entries:
         meta = entry.get("attempt")
-        if entry.get("type") == "check" and isinstance(meta, Mapping):
+        if meta is not None and entry.get("type") == "check" and isinstance(meta, Mapping):
             checks[(str(meta.get("group")), str(meta.get("index")))] = entry.get("exit_code")
     labels: dict[str, str] = {}
     for entry in entries:
-        meta = entry.get("attempt")
-        if entry.get("type") != "message" or not isinstance(meta, Mapping):
+        meta = entry.get("attempt")  # None first: isinstance of an ABC is slow at 100k
+        if meta is None or entry.get("type") != "message" or not isinstance(meta, Mapping):
             continue
         parts = [f"attempt {meta.get('index')}/{meta.get('of')}", str(meta.get("model", ""))]
         key = (str(meta.get("group")), str(meta.get("index")))
