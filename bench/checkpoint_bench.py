@@ -229,12 +229,31 @@ def turn(project: Path, scratch: Path, runs: int, missed: list[str]) -> None:
         missed.append(f"turn overhead {overhead / budget:.1%} of tool time + 20 ms")
 
 
-def growth(scratch: Path) -> None:
+def packed(repo: Path) -> int:
+    """Bytes of git's packed repository after `git gc --aggressive` (what `git count-objects
+    -v` calls size-pack, in bytes, plus anything left loose)."""
+    git(repo, "gc", "--aggressive", "--prune=now", "-q")
+    objects = repo / ".git" / "objects"
+    return sum(f.stat().st_size for f in objects.rglob("*") if f.is_file()
+               and f.parent.name != "info")
+
+
+def growth(scratch: Path, missed: list[str]) -> None:
+    """100 one-line edits of a 1 MB file: what the store grows by, against git's packed
+    repository of the same 101 versions (committed in a scratch repository, `git gc
+    --aggressive`) and against what git's packed repository grew by. Target: the store's
+    growth at most 3x git's packed repository (issue 29)."""
     work = scratch / "growth"
     generated(work, 200)
     big = work / "big.txt"
     lines = [f"line {n:07} " + "x" * 120 + "\n" for n in range(8000)]
     big.write_text("".join(lines))
+    repo = scratch / "growth-repo"
+    shutil.copytree(work, repo)
+    git(repo, "init", "-q")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "v0")
+    git_start = packed(repo)
     store = Store(scratch / "growth-home")
     store.snapshot(work)
     start = store.size()
@@ -243,11 +262,21 @@ def growth(scratch: Path) -> None:
         lines[n * 50] = f"edited {n}\n"
         big.write_text("".join(lines))
         store.snapshot(work, reread=["big.txt"])
+        (repo / "big.txt").write_text("".join(lines))
+        git(repo, "commit", "-qam", f"v{n + 1}")
     grew = store.size() - start
+    git_total = packed(repo)
     changed = 100 * big.stat().st_size
     print(f"store growth, 100 one-line edits of a {big.stat().st_size / 1e6:.1f} MB file in a "
-          f"{tree_bytes / 1e6:.1f} MB tree: {grew / 1e6:.1f} MB = {grew / changed:.2f}x the "
-          f"changed blobs, {grew / (100 * tree_bytes):.2f}x 100 copies of the tree")
+          f"{tree_bytes / 1e6:.1f} MB tree: {grew / 1e6:.3f} MB = {grew / changed:.4f}x the "
+          f"changed blobs, {grew / (100 * tree_bytes):.4f}x 100 copies of the tree")
+    print(f"  git's packed repository of the same 101 versions {git_total / 1e6:.3f} MB (it "
+          f"grew by {(git_total - git_start) / 1e6:.3f} MB from the first); the store "
+          f"{store.size() / 1e6:.3f} MB in all = {store.size() / git_total:.2f}x; its growth "
+          f"{grew / git_total:.2f}x git's packed repository (target <= 3x), "
+          f"{grew / max(1, git_total - git_start):.2f}x git's growth")
+    if grew / git_total > 3:
+        missed.append(f"store growth {grew / git_total:.2f}x git's packed repository")
 
 
 def main() -> int:
@@ -255,10 +284,14 @@ def main() -> int:
     parser.add_argument("--files", type=int, default=10_000)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--only-restore", action="store_true")
+    parser.add_argument("--only-growth", action="store_true")
     args = parser.parse_args()
     scratch = Path(tempfile.mkdtemp(prefix="mulligan-checkpoint-bench-"))
     missed: list[str] = []
     try:
+        if args.only_growth:
+            growth(scratch, missed)
+            return 1 if missed else 0
         restore(scratch, args.files, args.runs, missed)
         if args.only_restore:
             return 0
@@ -268,7 +301,7 @@ def main() -> int:
         compare("site-packages", packages, args.runs, scratch, missed)
         turn(Path(__file__).resolve().parents[1] / "examples" / "demo-project", scratch,
              args.runs, missed)
-        growth(scratch)
+        growth(scratch, missed)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     for line in missed:

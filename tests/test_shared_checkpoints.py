@@ -6,6 +6,7 @@ session names; a manifest changed in the database is refused by name."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import signal
 import subprocess
@@ -178,3 +179,25 @@ def test_a_manifest_changed_in_the_database_is_refused_by_name(tmp_path, pg_url)
         reader.load("../../etc")
     assert not (tmp_path / "home2" / "checkpoints" / "blobs").exists()
     assert not (tmp_path / "home2" / "checkpoints" / "trees").exists()
+
+
+def test_the_database_gets_whole_files_when_the_local_store_keeps_deltas(tmp_path, pg_url):
+    source = Store(tmp_path / "home1")
+    Shared(pg_url, source)
+    folder = tmp_path / "work"
+    folder.mkdir()
+    lines = [f"line {n} of a file edited one line at a time\n" for n in range(400)]
+    versions = []
+    for n in range(3):
+        lines[n * 100] = f"edited {n}\n"
+        (folder / "a.txt").write_text("".join(lines))
+        versions.append((source.snapshot(folder, reread=["a.txt"]), "".join(lines).encode()))
+    assert source.blobs.base_of(versions[2][0].files["a.txt"][4]) is not None  # a delta here
+    assert source.shared.drain(30)
+    stored = rows(pg_url, "SELECT hash, data FROM mulligan_blobs")
+    assert stored and all(hashlib.blake2b(bytes(data), digest_size=20).hexdigest() == digest
+                          for digest, data in stored)  # each whole: any version reads them
+    reader = Store(tmp_path / "home2")
+    Shared(pg_url, reader)
+    for tree, data in versions:
+        assert reader.read_blob(reader.load(tree.id).files["a.txt"][4]) == data

@@ -3,8 +3,8 @@
 In: the snapshot store, a tree id (the working folder as it was when the attempts started),
 and where the folder goes (`folder_for`: ``$MULLIGAN_HOME/attempts/<group>/<k>``). Out: a
 folder holding exactly the snapshot's files, folders and links, modes kept. Every file is a
-copy of its own (FICLONE where the file system shares blocks, else `copy_file_range` in the
-kernel): nothing in an attempt folder shares an inode with the store's blobs or with the
+copy of its own, written from the store's blob (read and checked: blobs are compressed or
+deltas): nothing in an attempt folder shares an inode or a block with the store or with the
 user's folder, so what an attempt writes changes nothing anywhere else. Ignored paths the
 project needs (a virtual environment, node_modules: `share`) are symlinks to the user's
 folder, listed in the folder's ``.git/info/exclude`` so no snapshot records them.
@@ -14,7 +14,6 @@ Never: write outside the folder it makes, follow a link, or make a folder that e
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import shutil
 import stat
@@ -32,7 +31,6 @@ __all__ = ["SHARED", "attempts_root", "folder_for", "gc_folders", "make_folder",
 # Ignored folders an attempt reaches in the user's folder (by a link), unless config.toml's
 # [attempts] share says otherwise.
 SHARED = (".venv", "venv", "node_modules")
-_FICLONE = 0x40049409  # ioctl: share the blocks, copy on write (btrfs, xfs, bcachefs)
 
 
 def attempts_root(home: Path) -> Path:
@@ -61,10 +59,10 @@ def make_folder(store: Store, tree_id: str, target: Path, *, source: Path | None
         else:
             path.parent.mkdir(parents=True, exist_ok=True)
             files.append((rel, mode, value))
-    # copying is in the kernel and lets go of the GIL: a few threads keep the disk busy
+    # zlib, the hash and the writes let go of the GIL: a few threads keep the disk busy
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-        for _ in pool.map(lambda item: _copy(store.blob_path(item[2]), target / item[0],
-                                             item[1]), files, chunksize=64):
+        for _ in pool.map(lambda item: _copy(store, item[2], target / item[0], item[1]),
+                          files, chunksize=64):
             pass
     for rel, (kind, mode, *_rest) in manifest.files.items():
         if kind == "dir":
@@ -74,25 +72,16 @@ def make_folder(store: Store, tree_id: str, target: Path, *, source: Path | None
     return target
 
 
-def _copy(blob: Path, target: Path, mode: int) -> None:
-    src = os.open(blob, os.O_RDONLY | os.O_CLOEXEC)
+def _copy(store: Store, digest: str, target: Path, mode: int) -> None:
+    """Write blob `digest` (read verified: it may be compressed or a delta) to `target`."""
+    data = store.read_blob(digest)
+    dst = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
     try:
-        dst = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
-        try:
-            try:
-                fcntl.ioctl(dst, _FICLONE, src)
-            except OSError:
-                size = os.fstat(src).st_size
-                while size > 0:
-                    done = os.copy_file_range(src, dst, size)
-                    if done == 0:
-                        break
-                    size -= done
-            os.fchmod(dst, mode)
-        finally:
-            os.close(dst)
+        with os.fdopen(dst, "wb", closefd=False) as out:
+            out.write(data)
+        os.fchmod(dst, mode)
     finally:
-        os.close(src)
+        os.close(dst)
 
 
 def _share(source: Path, target: Path, names: list[str]) -> None:

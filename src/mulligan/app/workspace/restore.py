@@ -56,6 +56,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from mulligan.app.workspace.blobs import readable
 from mulligan.app.workspace.checkpoints import (
     RestoreRefused,
     SessionEntry,
@@ -309,6 +310,7 @@ def apply(store: Store, root: Path, chosen: Plan, *, keep_mine: bool = False,
         conflicting = {rel for rel, _ in chosen.conflicts if chosen.seen.get(rel) is not _OTHER}
         paths += sorted(conflicting)
         kept = [rel for rel in kept if rel not in conflicting]
+    readable(store, ((p, wanted.get(p)) for p in paths))  # a damaged copy: nothing done
     seen = chosen.seen
     first = [p for p in paths if wanted.get(p) is None
              or ((seen.get(p) or ("",))[0] == "dir" and wanted[p][0] != "dir")]

@@ -10,6 +10,10 @@ one is not local. Tables (created idempotently, INSERT only -- `gc` alone delete
     mulligan_blobs  hash (40 hex), data bytea, created            -- by content, shared
     mulligan_trees  id (40 hex), manifest bytea, blobs text[], created
 
+What goes into `mulligan_blobs` is each file's whole bytes (`Store.read_blob`: a local delta
+or compressed copy is read back and checked first): any version of Mulligan can fetch them,
+a row never depends on another, and PostgreSQL compresses large values itself (TOAST).
+
 Uploading. `queued` appends the id to ``checkpoints/uploads.queue`` (durable across a kill:
 one short O_APPEND write) and wakes the uploader thread; it never waits on the database, so
 a tool call pays an append, no more. The uploader sends each manifest in one transaction:
@@ -42,7 +46,7 @@ from typing import Any
 
 import orjson
 
-from mulligan.app.workspace.snapshots import FileFacts, Store, _tree_id, check_id
+from mulligan.app.workspace.snapshots import FileFacts, Store, check_id, manifest_id
 from mulligan.home import private_dirs
 
 __all__ = ["DRAIN", "SCHEMA", "Shared"]
@@ -118,7 +122,7 @@ class Shared:
         if row is None:
             return False
         files, skipped, ignored = _parse(tree_id, bytes(row[0]))
-        made = _tree_id(files, skipped, ignored)  # checked before anything is written
+        made = manifest_id(files, skipped, ignored)  # checked before anything is written
         if made != tree_id:
             raise ValueError(f"snapshot {tree_id} in {self.database.name}: its content has id "
                              f"{made}: refused (the manifest was changed)")

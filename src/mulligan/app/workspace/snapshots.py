@@ -4,6 +4,9 @@
 BLAKE2b-160 hash), ``trees/<id>.json`` (a manifest: every path with its kind, mode, size,
 mtime and hash or link target, and what was skipped and why) and ``stat/<folder>.json`` (a
 cache: a file whose size, mtime, ctime and inode are what they were is not read again).
+Blobs and manifests are kept compressed, or as a delta against the previous version at the
+same path (the previous snapshot of the folder, for a manifest), and verified when read
+(`mulligan.app.workspace.blobs`); a store written before that still reads.
 Everything is created 0600 in 0700 folders, written to a temporary name and renamed into
 place, so a crash leaves a whole object or none; a manifest is written only after its blobs.
 Sessions share the store; `gc` frees what no session refers to.
@@ -37,13 +40,14 @@ from typing import Any
 
 import orjson
 
+from mulligan.app.workspace.blobs import Objects, collect, write_atomic
 from mulligan.app.workspace.monitor import Monitor
 from mulligan.app.workspace.walk import TEMP_MARK
 from mulligan.app.workspace.walk import walk as _walk
-from mulligan.home import folder_slug, open_private, private_dirs
+from mulligan.home import folder_slug, private_dirs
 
 __all__ = ["TEMP_MARK", "FileFacts", "Manifest", "Store", "Unsafe", "changed_paths",
-           "check_id"]
+           "check_id", "manifest_id"]
 
 # What a manifest records of one path: ("file", mode, size, mtime_ns, hash),
 # ("link", 0, 0, 0, target) or ("dir", mode, 0, 0, ""). (Not a session entry.)
@@ -134,6 +138,11 @@ class Store:
         # The database copy (`mulligan.app.workspace.shared.Shared`), with a database store:
         # told of each manifest written, asked for what is not here.
         self.shared: Any = None
+        self.blobs = Objects(self.blob_path, by_content=True, what="blob")
+        self.manifests = Objects(self._tree_path, by_content=False, what="snapshot")
+        # The manifest last written or loaded for each folder: its files are the delta bases
+        # of the next snapshot's changed files, and it the base of the next manifest.
+        self._last: dict[str, Manifest] = {}
 
     def exclude_session(self, session_file: Path) -> None:
         """Never record `session_file` nor its sidecars (same name plus a suffix), and
@@ -188,48 +197,56 @@ class Store:
         check_id(digest, "blob hash")
         return self.root / "blobs" / digest[:2] / digest[2:]
 
+    def _tree_path(self, tree_id: str) -> Path:
+        check_id(tree_id)
+        return self.root / "trees" / f"{tree_id}.json"
+
     def keep(self, data: bytes, *, durable: bool = True) -> str:
         """Store `data` whatever its size (a restore's copy of what it replaces); its hash.
         Not `durable`: the caller syncs before a manifest names it."""
         digest = hashlib.blake2b(data, digest_size=20).hexdigest()
         if not self.has_blob(digest):
-            self._put(self.blob_path(digest), data, durable=durable)
+            self.blobs.put(digest, data, durable=durable)
         return digest
 
     def read_blob(self, digest: str) -> bytes:
+        """The bytes of blob `digest`, checked against it (`blobs.Damaged`, a ValueError
+        naming it, when they are not); FileNotFoundError when the store has no such blob."""
         if self.shared is not None and not self.has_blob(digest):
             self.shared.fetch_blob(digest)
-        return self.blob_path(digest).read_bytes()
+        return self.blobs.read(digest)
 
     def has_blob(self, digest: str) -> bool:
         return self.blob_path(digest).exists()
 
     def _put(self, target: Path, data: bytes, *, durable: bool = True) -> None:
-        """Write `data` to `target` whole or not at all (temp + rename), 0600; `durable`
-        fsyncs it first (blobs are not: one sync covers them all before their manifest)."""
-        folder = target.parent
-        if not folder.is_dir():
-            private_dirs(folder)
-        temp = folder / f".{target.name}.{os.getpid()}.{time.monotonic_ns()}"
-        fd = open_private(temp)
-        try:
-            with os.fdopen(fd, "wb") as out:
-                out.write(data)
-                if durable:
-                    out.flush()
-                    os.fsync(out.fileno())
-            os.replace(temp, target)
-        except BaseException:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(temp)
-            raise
+        """Write `data` to `target` whole or not at all (`blobs.write_atomic`)."""
+        write_atomic(target, data, durable=durable)
+
+    def _write_manifest(self, tree_id: str, root: Path, files: dict[str, FileFacts],
+                        skipped: dict[str, str], ignored: list[str],
+                        base: str | None = None) -> None:
+        """Write manifest `tree_id` (after its blobs), as a delta against `base` (the
+        folder's previous manifest) when that is small. One path a line, so a delta by lines
+        copies every path that did not change."""
+        body = orjson.dumps({"version": 1, "root": str(root), "files": files,
+                             "skipped": skipped, "ignored": ignored})
+        # '],"' is only ever the end of one path's facts and the start of the next key: a
+        # quote inside a JSON string is escaped, so this adds whitespace between tokens only.
+        body = body.replace(b'],"', b'],\n"')
+        self.manifests.put(tree_id, body, base=base)
+
+    def _bases(self, root: Path, tree_id: object) -> _Bases:
+        """What the next snapshot of `root` may store its changes as deltas against: the
+        manifest last written for it here, else the one the stat cache names (`tree_id`)."""
+        return _Bases(self, str(root), tree_id)
 
     def load(self, tree_id: str) -> Manifest:
         """The manifest `tree_id`; FileNotFoundError naming it when the store has none,
         ValueError when it is not an id at all."""
         check_id(tree_id)
         try:
-            data = orjson.loads((self.root / "trees" / f"{tree_id}.json").read_bytes())
+            data = orjson.loads(self.manifests.read(tree_id))
         except FileNotFoundError:
             if self.shared is not None and self.shared.fetch(tree_id):
                 return self.load(tree_id)
@@ -247,14 +264,18 @@ class Store:
                ignored: list[str]) -> Manifest:
         """Write a manifest made elsewhere (a restore's safety snapshot: the walk plus the
         copies of what it replaces); its blobs must be in the store already."""
-        tree_id = _tree_id(files, skipped, ignored)
+        tree_id = manifest_id(files, skipped, ignored)
         target = self.root / "trees" / f"{tree_id}.json"
         if not target.exists():
-            self._put(target, orjson.dumps({"version": 1, "root": str(root), "files": files,
-                                            "skipped": skipped, "ignored": ignored}))
+            last = self._last.get(str(Path(root).resolve())) if str(root) != "." else None
+            self._write_manifest(tree_id, root, files, skipped, ignored,
+                                 last.id if last is not None else None)
         if self.shared is not None:
             self.shared.queued(tree_id)
-        return Manifest(tree_id, files, skipped, ignored)
+        manifest = Manifest(tree_id, files, skipped, ignored)
+        if str(root) != ".":  # the folder as a restore left it: the next snapshot's bases
+            self._last[str(Path(root).resolve())] = manifest
+        return manifest
 
     # ---- taking a snapshot --------------------------------------------------------------
 
@@ -302,6 +323,7 @@ class Store:
         added, dirty = 0, not cached.get("tree")
         wrote: list[Path] = []
         seen: dict[str, list[Any]] = {}
+        bases = self._bases(root, cached.get("tree"))
         for rel, info in _walk(str(root), skipped, ignored, temps,
                                monitor.watch if monitor is not None else None,
                                self._excluded(str(root))):
@@ -336,7 +358,8 @@ class Store:
                     continue
                 digest = hashlib.blake2b(data, digest_size=20).hexdigest()
                 if not self.has_blob(digest):
-                    self._put(self.blob_path(digest), data, durable=False)
+                    self.blobs.put(digest, data, durable=False,
+                                   base=known[4] if known is not None else bases.of(rel))
                     added += len(data)
                     wrote.append(self.blob_path(digest))
             files[rel] = ("file", stat.S_IMODE(mode), size, info.st_mtime_ns, digest)
@@ -353,53 +376,70 @@ class Store:
             bool(skipped) or ignored != cached.get("ignored", []) or not cached.get("whole")
         # Every path as it was when the cached tree was taken: the same tree; else the id
         # depends on content only (kind, mode, hash) in the walk's fixed order.
-        tree_id = _tree_id(files, skipped, ignored) if dirty else str(cached["tree"])
+        tree_id = manifest_id(files, skipped, ignored) if dirty else str(cached["tree"])
         target = self.root / "trees" / f"{tree_id}.json"
         if not target.exists():
             _sync(wrote)  # every new blob is on disk before a manifest can name it
-            self._put(target, orjson.dumps({"version": 1, "root": str(root), "files": files,
-                                            "skipped": skipped, "ignored": ignored}))
+            self._write_manifest(tree_id, root, files, skipped, ignored, bases.tree())
         if dirty:
             self._put(cache_file, orjson.dumps({"tree": tree_id, "files": fresh,
                                                 "others": seen, "ignored": ignored,
                                                 "whole": not racy}), durable=False)
-        return Manifest(tree_id, files, skipped, ignored, temps)
+        manifest = Manifest(tree_id, files, skipped, ignored, temps)
+        self._last[str(root)] = manifest
+        return manifest
 
     # ---- freeing --------------------------------------------------------------------------
 
     def gc(self, keep: Iterable[str], *, grace: float = 3600.0) -> tuple[int, int, int]:
         """Delete every manifest not in `keep` and every blob no kept manifest names; returns
         (trees freed, blobs freed, bytes freed). Anything written in the last `grace`
-        seconds is kept: a running session may not have recorded its newest snapshot yet.
-        The stat cache is dropped (the next snapshot re-reads what it needs)."""
-        kept = set(keep)
-        needed: set[str] = set()
-        freed_trees = freed_blobs = freed_bytes = 0
-        recent = time.time() - grace
-        for tree_id in self.tree_ids():
-            if tree_id in kept or (self.root / "trees" / f"{tree_id}.json").stat().st_mtime \
-                    > recent:
-                needed.update(e[4] for e in self.load(tree_id).files.values()
-                              if e[0] == "file")
-            else:
-                path = self.root / "trees" / f"{tree_id}.json"
-                freed_bytes += path.stat().st_size
-                path.unlink()
-                freed_trees += 1
-        blobs = self.root / "blobs"
-        for blob in blobs.glob("*/*") if blobs.is_dir() else ():
-            if blob.parent.name + blob.name not in needed and blob.stat().st_mtime <= recent:
-                freed_bytes += blob.stat().st_size
-                blob.unlink()
-                freed_blobs += 1
+        seconds is kept (a running session may not have recorded its newest snapshot yet),
+        and so is what a kept object is a delta of (`blobs.collect`). The stat cache is
+        dropped (the next snapshot re-reads what it needs)."""
+        freed = collect(self, keep, grace)
         for cache in (self.root / "stat").glob("*.json"):
             cache.unlink()
-        return freed_trees, freed_blobs, freed_bytes
+        self._last.clear()
+        return freed
 
     def size(self) -> int:
         """Bytes the store takes on disk."""
         return sum(f.stat().st_size for f in self.root.rglob("*") if f.is_file()) \
             if self.root.is_dir() else 0
+
+
+class _Bases:
+    """The delta bases of one snapshot of `root`: the previous manifest of the folder, read
+    once and only when a changed file or the new manifest needs it (never fetched from the
+    database: a snapshot does not wait on the network)."""
+
+    def __init__(self, store: Store, root: str, cached_tree: object) -> None:
+        self.store, self.root, self.cached_tree = store, root, cached_tree
+        self._files: dict[str, FileFacts] | None = None
+        self._tree: str | None = None
+
+    def _load(self) -> dict[str, FileFacts]:
+        if self._files is None:
+            last = self.store._last.get(self.root)
+            tree = self.cached_tree
+            if last is None and isinstance(tree, str) and _HEX40.fullmatch(tree) and \
+                    self.store._tree_path(tree).exists():
+                with contextlib.suppress(OSError, ValueError):
+                    last = self.store.load(tree)
+            self._files = last.files if last is not None else {}
+            self._tree = last.id if last is not None else None
+        return self._files
+
+    def of(self, rel: str) -> str | None:
+        """The blob `rel` had in the previous snapshot, if it was a file."""
+        facts = self._load().get(rel)
+        return facts[4] if facts is not None and facts[0] == "file" else None
+
+    def tree(self) -> str | None:
+        """The previous manifest's id."""
+        self._load()
+        return self._tree
 
 
 def _sync(written: list[Path]) -> None:
@@ -416,7 +456,8 @@ def _sync(written: list[Path]) -> None:
             os.close(fd)
 
 
-def _tree_id(files: dict[str, FileFacts], skipped: dict[str, str], ignored: list[str]) -> str:
+def manifest_id(files: dict[str, FileFacts], skipped: dict[str, str], ignored: list[str]
+                ) -> str:
     """A snapshot's id: its content (kind, mode, hash per path, in the walk's order), what it
     skipped and what it ignored."""
     body = orjson.dumps([[p, e[0], e[1], e[4]] for p, e in files.items()])

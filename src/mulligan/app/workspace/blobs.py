@@ -1,0 +1,433 @@
+"""How the snapshot store keeps an object on disk: compressed, or as a delta against the
+previous version at the same path, and read back verified.
+
+An object is a file's bytes (a blob, named by their BLAKE2b-160 hash) or a manifest (named by
+its snapshot id). `Objects` is one folder of them; its first bytes say which form it is in:
+
+    raw    the bytes themselves, no header: every object of a store made before this module,
+           and a blob zlib cannot shrink (unless it starts with MAGIC)
+    whole  MAGIC b"z" + hash (20) + zlib(bytes)
+    delta  MAGIC b"d" + hash (20) + depth (1) + base name (20) + zlib(ops)
+
+`hash` is the BLAKE2b-160 of the bytes the object stands for (a blob's name; a manifest's own
+check). A delta's ops (`make_delta`, `apply_delta`) copy byte ranges of its base -- another
+object of the same folder, itself whole, raw or a delta of depth - 1 -- and insert literal
+bytes; they are computed in O(n) by lines (a dict of the base's lines that occur once: the
+anchors), so a one-line edit of a 1 MB file costs tens of bytes. A chain is at most
+`MAX_DEPTH` deltas long (git's default); at that depth the next version is made against the
+chain's first, whole object instead, so a file edited a thousand times is still one whole
+copy and small deltas, read in at most MAX_DEPTH + 1 steps.
+
+Every read is verified: the bytes a chain gives must hash to its header's hash (a blob's: to
+its name), else `Damaged` (a ValueError) names the object and which link of its chain is
+wrong or missing. A raw blob must hash to its name; a raw manifest (an old store's JSON) is
+taken as it is, as before. Never: write an object but whole (temp file, rename), follow a
+chain longer than MAX_DEPTH (a crafted loop), or free anything (`Store.gc` asks `base_of`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import struct
+import threading
+import time
+import zlib
+from collections import OrderedDict
+from collections.abc import Callable, Iterable
+from itertools import accumulate
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from mulligan.home import open_private, private_dirs
+
+if TYPE_CHECKING:
+    from mulligan.app.workspace.snapshots import FileFacts, Store
+
+__all__ = ["MAGIC", "MAX_DEPTH", "Damaged", "Objects", "apply_delta", "collect", "make_delta",
+           "readable", "write_atomic"]
+
+MAGIC = b"\x00MLB"  # no text file, and no JSON manifest, starts with a NUL
+_WHOLE, _DELTA = b"z", b"d"
+_HEAD = len(MAGIC) + 1 + 20  # magic, form, hash
+_DELTA_HEAD = _HEAD + 1 + 20  # then depth and base name
+MAX_DEPTH = 50  # deltas in one chain, at most (git's default --depth)
+MIN_DELTA = 512  # bytes: a smaller object is only compressed
+_WORTH = 8  # a delta is kept when it is at most 1/_WORTH of the bytes it stands for
+_RECENT = 32 << 20  # bytes of recently written or read objects kept in memory (delta bases)
+_COPY, _INSERT = 0x63, 0x69  # op tags: b"c" offset, length; b"i" length, bytes
+_Q = struct.Struct("<Q")
+_QQ = struct.Struct("<QQ")
+
+
+class Damaged(ValueError):
+    """An object whose stored form does not give the bytes its name says: refused."""
+
+
+def _hash(data: bytes | memoryview) -> bytes:
+    return hashlib.blake2b(data, digest_size=20).digest()
+
+
+def write_atomic(target: Path, data: bytes, *, durable: bool = True) -> None:
+    """Write `data` to `target` whole or not at all (temp + rename), 0600 in 0700 folders;
+    `durable` fsyncs it first (blobs are not: one sync covers them all before their
+    manifest)."""
+    folder = target.parent
+    if not folder.is_dir():
+        private_dirs(folder)
+    temp = folder / f".{target.name}.{os.getpid()}.{threading.get_ident()}.{time.monotonic_ns()}"
+    fd = open_private(temp)
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
+            if durable:
+                out.flush()
+                os.fsync(out.fileno())
+        os.replace(temp, target)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temp)
+        raise
+
+
+class Objects:
+    """One folder of objects. `path_of(name)` is where object `name` (40 hex digits, checked
+    by the caller) lives; `by_content`: names are the hash of the bytes (blobs), so a raw
+    object is checked against its name. `what` names the objects in messages ("blob").
+    Thread-safe (the shared store's uploader reads while a snapshot writes)."""
+
+    def __init__(self, path_of: Callable[[str], Path], *, by_content: bool, what: str) -> None:
+        self.path_of, self.by_content, self.what = path_of, by_content, what
+        self._recent: OrderedDict[str, bytes] = OrderedDict()  # name -> bytes, verified
+        self._recent_size = 0
+        self._lock = threading.Lock()
+
+    # ---- writing ------------------------------------------------------------------------
+
+    def put(self, name: str, data: bytes, *, base: str | None = None,
+            durable: bool = True) -> None:
+        """Store `data` as object `name`: as a delta against object `base` (the previous
+        version at the same path) when that is much smaller, else compressed, else raw."""
+        digest = bytes.fromhex(name) if self.by_content else _hash(data)
+        form = None
+        if base is not None and base != name and len(data) >= MIN_DELTA:
+            form = self._delta_form(digest, data, base)
+        if form is None:
+            packed = zlib.compress(data, 1)  # git's loose-object level: fast
+            if len(packed) + _HEAD < len(data) or data.startswith(MAGIC) or \
+                    not self.by_content:
+                form = MAGIC + _WHOLE + digest + packed
+            else:
+                form = data  # incompressible: raw, as an old store keeps everything
+        write_atomic(self.path_of(name), form, durable=durable)
+        self._remember(name, data)
+
+    def _delta_form(self, digest: bytes, data: bytes, base: str) -> bytes | None:
+        try:
+            depth, _ = self._link(base)
+            if depth >= MAX_DEPTH:  # the chain is full: start again from its first object
+                base = self._first(base)
+                depth = 0
+            old = self.read(base)
+        except (OSError, ValueError):  # no usable base: stored whole
+            return None
+        ops = make_delta(old, data, limit=len(data) // _WORTH)
+        if ops is None:
+            return None
+        packed = zlib.compress(ops, 9)
+        if len(packed) * _WORTH > len(data):
+            return None
+        with contextlib.suppress(OSError):  # a base just used is recent for `gc`'s grace
+            os.utime(self.path_of(base))
+        return MAGIC + _DELTA + digest + bytes([depth + 1]) + bytes.fromhex(base) + packed
+
+    def _remember(self, name: str, data: bytes) -> None:
+        if len(data) > _RECENT // 4:
+            return
+        with self._lock:
+            if name in self._recent:
+                self._recent.move_to_end(name)
+                return
+            self._recent[name] = data
+            self._recent_size += len(data) + 64  # about what an entry costs beside its bytes
+            while self._recent_size > _RECENT:
+                _, gone = self._recent.popitem(last=False)
+                self._recent_size -= len(gone) + 64
+
+    def _cached(self, name: str) -> bytes | None:
+        with self._lock:
+            return self._recent.get(name)
+
+    # ---- reading ------------------------------------------------------------------------
+
+    def base_of(self, name: str) -> str | None:
+        """The object `name`'s delta base (which must be kept while it is), or None."""
+        return self._link(name)[1]
+
+    def _link(self, name: str) -> tuple[int, str | None]:
+        """(depth, base name) from `name`'s header: (0, None) when it is not a delta."""
+        with open(self.path_of(name), "rb") as handle:
+            head = handle.read(_DELTA_HEAD)
+        if not head.startswith(MAGIC + _DELTA):
+            return 0, None
+        if len(head) < _DELTA_HEAD:
+            raise Damaged(f"{self.what} {name}: its header is cut short: refused")
+        return head[_HEAD], head[_HEAD + 1:].hex()
+
+    def _first(self, name: str) -> str:
+        """The whole object at the start of `name`'s chain."""
+        for _ in range(MAX_DEPTH + 1):
+            depth, base = self._link(name)
+            if base is None:
+                return name
+            name = base
+        raise Damaged(f"{self.what} {name}: its chain of deltas is longer than {MAX_DEPTH}: "
+                      "refused")
+
+    def read(self, name: str) -> bytes:
+        """The bytes object `name` stands for, verified. FileNotFoundError when there is no
+        such object; `Damaged` naming it (and the link of its chain at fault) when what is
+        stored does not give bytes with the right hash."""
+        cached = self._cached(name)
+        if cached is not None:
+            return cached
+        chain: list[tuple[str, bytes, int, bytes]] = []  # (name, hash, depth, ops), top first
+        current = name
+        data: bytes
+        while True:
+            try:
+                stored = self.path_of(current).read_bytes()
+            except FileNotFoundError:
+                if current == name:
+                    raise
+                raise Damaged(self._where(name, chain, f"its delta base {current} is "
+                                                      "missing")) from None
+            if stored.startswith(MAGIC + _DELTA):
+                if len(stored) < _DELTA_HEAD:
+                    raise Damaged(self._where(name, chain, f"{current}'s header is cut short"))
+                depth = stored[_HEAD]
+                if not 1 <= depth <= MAX_DEPTH or (chain and depth != chain[-1][2] - 1):
+                    raise Damaged(self._where(name, chain, f"{current} says depth {depth}"))
+                chain.append((current, stored[len(MAGIC) + 1:_HEAD], depth,
+                              stored[_DELTA_HEAD:]))
+                current = stored[_HEAD + 1:_DELTA_HEAD].hex()
+                hit = self._cached(current)
+                if hit is not None:
+                    data = hit
+                    break
+                continue
+            if chain and chain[-1][2] != 1:
+                raise Damaged(self._where(name, chain, f"{current} is not a delta, but "
+                                                      f"{chain[-1][0]} says depth "
+                                                      f"{chain[-1][2]}"))
+            data = self._whole(current, stored, name, chain)
+            break
+        for link, digest, _, packed in reversed(chain):
+            try:
+                data = apply_delta(data, zlib.decompress(packed))
+            except (zlib.error, ValueError) as exc:
+                raise Damaged(self._where(name, chain, f"the delta {link} cannot be "
+                                                      f"applied ({exc})")) from None
+            if link == name and _hash(data) != digest:
+                raise Damaged(self._where(name, chain, self._culprit(name, chain)))
+        if self.by_content and _hash(data).hex() != name:
+            raise Damaged(self._where(name, chain, "its bytes do not hash to its name"))
+        self._remember(name, data)
+        return data
+
+    def _whole(self, current: str, stored: bytes, name: str,
+               chain: list[tuple[str, bytes, int, bytes]]) -> bytes:
+        """The bytes of a raw or whole (compressed) object, checked against its hash."""
+        if stored.startswith(MAGIC + _WHOLE):
+            try:
+                data = zlib.decompress(memoryview(stored)[_HEAD:])
+            except zlib.error as exc:
+                if not self._raw_ok(current, stored):
+                    raise Damaged(self._where(name, chain, f"{current} cannot be "
+                                                          f"decompressed ({exc})")) from None
+                return stored
+            if _hash(data) != stored[len(MAGIC) + 1:_HEAD]:
+                if self._raw_ok(current, stored):  # an old raw blob that starts like ours
+                    return stored
+                raise Damaged(self._where(name, chain, f"{current}'s bytes do not match "
+                                                      "its hash"))
+            return data
+        if self.by_content and _hash(stored).hex() != current:
+            raise Damaged(self._where(name, chain, f"{current}'s bytes do not hash to its "
+                                                  "name"))
+        return stored
+
+    def _raw_ok(self, current: str, stored: bytes) -> bool:
+        return self.by_content and _hash(stored).hex() == current
+
+    def _culprit(self, name: str, chain: list[tuple[str, bytes, int, bytes]]) -> str:
+        """Which link of a chain that gave the wrong bytes is at fault (the slow path:
+        every level is checked against its own hash)."""
+        data = None
+        for link, _, _, _ in reversed(chain):
+            base = self.path_of(link).read_bytes()[_HEAD + 1:_DELTA_HEAD].hex()
+            if data is None:
+                with contextlib.suppress(OSError, ValueError):
+                    data = self._whole(base, self.path_of(base).read_bytes(), name, [])
+                if data is None:
+                    return f"its first object {base} is damaged"
+        for link, digest, _, packed in reversed(chain):
+            try:
+                data = apply_delta(data or b"", zlib.decompress(packed))
+            except (zlib.error, ValueError):
+                return f"the delta {link} cannot be applied"
+            if _hash(data) != digest:
+                return f"the delta {link} gives bytes that do not match its hash"
+        return "its bytes do not match its hash"
+
+    def _where(self, name: str, chain: list[tuple[str, bytes, int, bytes]], why: str) -> str:
+        links = f" (a delta, {len(chain)} deep)" if chain else ""
+        return f"{self.what} {name}{links} is damaged: {why}: refused"
+
+
+def collect(store: Store, keep: Iterable[str], grace: float) -> tuple[int, int, int]:
+    """`Store.gc`'s freeing: every manifest not in `keep` and every blob no kept manifest
+    names, unless written in the last `grace` seconds or a base a kept object needs (a
+    manifest kept as a base keeps its blobs: every manifest in the store reads whole).
+    Returns (trees freed, blobs freed, bytes freed)."""
+    recent = time.time() - grace
+    wanted = set(keep)
+    trees = {t: store.manifests.path_of(t) for t in store.tree_ids()}
+    kept = _with_bases(store.manifests, {t for t in trees if t in wanted
+                                         or trees[t].stat().st_mtime > recent}, trees)
+    needed: set[str] = set()
+    for tree_id in kept:
+        needed.update(e[4] for e in store.load(tree_id).files.values() if e[0] == "file")
+    folder = store.root / "blobs"
+    blobs = {b.parent.name + b.name: b for b in folder.glob("*/*")} if folder.is_dir() else {}
+    held = _with_bases(store.blobs, {d for d, b in blobs.items()
+                                     if d in needed or b.stat().st_mtime > recent}, blobs)
+    freed_trees = freed_blobs = freed_bytes = 0
+    for tree_id, path in trees.items():
+        if tree_id not in kept:
+            freed_bytes += path.stat().st_size
+            path.unlink()
+            freed_trees += 1
+    for digest, blob in blobs.items():
+        if digest not in held and blob.stat().st_mtime <= recent:
+            freed_bytes += blob.stat().st_size
+            blob.unlink()
+            freed_blobs += 1
+    return freed_trees, freed_blobs, freed_bytes
+
+
+def _with_bases(objects: Objects, kept: set[str], present: Iterable[str]) -> set[str]:
+    """`kept` and every object a kept one is (through its chain) a delta of. A base that is
+    not in the store is left for the read to refuse by name."""
+    there = set(present)
+    result = set(kept)
+    todo = list(kept)
+    while todo:
+        try:
+            base = objects.base_of(todo.pop())
+        except (FileNotFoundError, ValueError):
+            continue
+        if base is not None and base in there and base not in result:
+            result.add(base)
+            todo.append(base)
+    return result
+
+
+def readable(store: Store, wanted: Iterable[tuple[str, FileFacts | None]]) -> None:
+    """Every blob a restore will write (`wanted`: path, facts) read and checked before
+    anything changes: a missing or damaged copy refuses the whole restore by name
+    (ValueError), nothing changed, rather than half of it done. (What was read stays in the
+    store's memory of recent objects: the writes do not read small files twice.)"""
+    for rel, want in wanted:
+        if want is None or want[0] != "file":
+            continue
+        try:
+            store.read_blob(want[4])
+        except (FileNotFoundError, ValueError) as exc:
+            why = exc.strerror if isinstance(exc, FileNotFoundError) and exc.strerror else exc
+            raise ValueError(f"not restoring: the store's copy of {rel} cannot be read "
+                             f"({why}); nothing was changed") from None
+
+
+def make_delta(base: bytes, data: bytes, *, limit: int) -> bytes | None:
+    """Ops that make `data` from `base`, or None when they would insert more than `limit`
+    literal bytes. O(n): the lines of `base` that occur once in it are anchors (dicts), and
+    a repeated line is looked for where the last copy stopped (or one line on); a match is
+    extended forward line by line and backward over the literal lines just before it."""
+    lines = base.splitlines(keepends=True)
+    offsets = [0, *accumulate(map(len, lines))]
+    total = len(lines)
+    last = dict(zip(lines, range(total), strict=True))  # in C: no Python loop
+    first = dict(zip(reversed(lines), range(total - 1, -1, -1), strict=True))
+    out = bytearray()
+    literal: list[bytes] = []
+    literal_size = 0
+    start = at = -1  # the copy under way: base lines [start, at)
+
+    def copy() -> None:
+        if start >= 0:
+            out.append(_COPY)
+            out.extend(_QQ.pack(offsets[start], offsets[at] - offsets[start]))
+
+    def insert() -> None:
+        if literal:
+            joined = b"".join(literal)
+            out.append(_INSERT)
+            out.extend(_Q.pack(len(joined)))
+            out.extend(joined)
+            literal.clear()
+
+    resume = 0  # where the last copy stopped: a repeated line is looked for there
+    for line in data.splitlines(keepends=True):
+        if start >= 0 and at < total and lines[at] == line:
+            at += 1
+            continue
+        if start >= 0:
+            copy()
+            resume, start = at, -1
+        found = last.get(line)
+        if found is not None and first[line] != found:  # repeated: not an anchor, but
+            found = resume if resume < total and lines[resume] == line else \
+                resume + 1 if resume + 1 < total and lines[resume + 1] == line else None
+        if found is None:  # it goes on after an insert, a removal or a replaced line
+            literal.append(line)
+            literal_size += len(line)
+            if literal_size > limit:
+                return None
+            continue
+        start, at = found, found + 1
+        while literal and start > 0 and lines[start - 1] == literal[-1]:
+            literal_size -= len(literal.pop())  # the lines just before match too: copied
+            start -= 1
+        insert()
+    copy()
+    insert()
+    return bytes(out)
+
+
+def apply_delta(base: bytes, ops: bytes) -> bytes:
+    """The bytes `ops` (from `make_delta`) make from `base`; ValueError when they do not
+    fit it (a copy beyond its end, an unknown op, a cut-short op)."""
+    parts: list[bytes | memoryview] = []
+    view, stream = memoryview(base), memoryview(ops)
+    at, end = 0, len(ops)
+    while at < end:
+        tag = ops[at]
+        if tag == _COPY and at + 1 + _QQ.size <= end:
+            offset, length = _QQ.unpack_from(ops, at + 1)
+            if offset + length > len(base):
+                raise ValueError(f"a copy of {length} bytes at {offset} beyond the base's "
+                                 f"{len(base)}")
+            parts.append(view[offset:offset + length])
+            at += 1 + _QQ.size
+        elif tag == _INSERT and at + 1 + _Q.size <= end:
+            (length,) = _Q.unpack_from(ops, at + 1)
+            at += 1 + _Q.size
+            if at + length > end:
+                raise ValueError("an insert cut short")
+            parts.append(stream[at:at + length])
+            at += length
+        else:
+            raise ValueError(f"op {tag} at {at} is not an op")
+    return b"".join(parts)

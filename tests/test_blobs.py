@@ -1,0 +1,245 @@
+"""The snapshot store's object layer (app/workspace/blobs.py) on real folders and stores:
+deltas and their chains give back exactly the bytes they stand for (any edit sequence), a
+damaged delta, base or manifest is refused by name (and a restore needing it changes
+nothing), gc never frees a base a kept object needs, and a store written before compression
+(whole raw blobs, one-line JSON manifests) still reads."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+import zlib
+from pathlib import Path
+
+import orjson
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from mulligan.app.workspace.blobs import MAGIC, MAX_DEPTH, Damaged, apply_delta, make_delta
+from mulligan.app.workspace.restore import apply, plan
+from mulligan.app.workspace.snapshots import Store
+
+LINES = st.sampled_from([b"a\n", b"b\n", b"\n", b"c", b"dd\r\n", b"e\r", b"x" * 40 + b"\n",
+                         b"}\n", b"\xff\x00\n", b"unique one\n", b"unique two\n"])
+EDITS = st.lists(st.tuples(st.integers(0, 2), st.integers(0, 10_000), LINES), max_size=8)
+
+
+def digest(data: bytes) -> str:
+    return hashlib.blake2b(data, digest_size=20).hexdigest()
+
+
+def edited(lines: list[bytes], edits: list[tuple[int, int, bytes]]) -> list[bytes]:
+    lines = list(lines)
+    for kind, where, line in edits:
+        if kind == 0:
+            lines.insert(where % (len(lines) + 1), line)
+        elif lines and kind == 1:
+            del lines[where % len(lines)]
+        elif lines:
+            lines[where % len(lines)] = line
+    return lines
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(LINES, max_size=40), st.lists(EDITS, min_size=1, max_size=6))
+def test_a_delta_gives_back_exactly_the_new_bytes_for_any_edit_sequence(start, rounds):
+    lines, old = start, b"".join(start)
+    for edits in rounds:
+        lines = edited(lines, edits)
+        new = b"".join(lines)
+        ops = make_delta(old, new, limit=len(new) + 1)
+        assert ops is not None and apply_delta(old, ops) == new
+        old = new
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(EDITS, min_size=1, max_size=12))
+def test_a_chain_of_versions_reads_back_exactly_from_a_fresh_store(tmp_path_factory, rounds):
+    home = tmp_path_factory.mktemp("home")
+    store = Store(home)
+    lines = [b"line %d of a file long enough to be worth a delta\n" % n for n in range(40)]
+    names, previous = [], None
+    for edits in rounds:
+        lines = edited(lines, edits)
+        data = b"".join(lines)
+        name = digest(data)
+        if not store.has_blob(name):
+            store.blobs.put(name, data, base=previous)
+        names.append((name, data))
+        previous = name
+    fresh = Store(home)  # nothing in memory: every chain is read from disk
+    for name, data in names:
+        assert fresh.read_blob(name) == data
+
+
+def grow(tmp_path: Path, versions: int) -> tuple[Store, Path, list[tuple[str, bytes]]]:
+    """A folder of 100 small files and one of 60 KB, which gets one line edited per
+    snapshot."""
+    work = tmp_path / "work"
+    work.mkdir()
+    for n in range(100):
+        (work / f"small{n}.txt").write_text(f"small {n}\n")
+    lines = [f"line {n:05} of the big file\n" for n in range(2500)]
+    store = Store(tmp_path / "home")
+    kept = []
+    for n in range(versions):
+        lines[(n * 37) % len(lines)] = f"edited in version {n}\n"
+        data = "".join(lines).encode()
+        (work / "big.txt").write_bytes(data)
+        tree = store.snapshot(work, reread=["big.txt"])
+        kept.append((tree.id, data))
+    return store, work, kept
+
+
+def depth(store: Store, name: str) -> int:
+    return store.blobs._link(name)[0]
+
+
+def test_one_line_edits_are_stored_as_small_deltas_in_chains_no_deeper_than_the_limit(
+        tmp_path):
+    store, _, kept = grow(tmp_path, MAX_DEPTH + 30)
+    blobs = [store.load(tree).files["big.txt"][4] for tree, _ in kept]
+    depths = [depth(store, b) for b in blobs]
+    assert max(depths) == MAX_DEPTH and depths[0] == 0
+    assert depths[MAX_DEPTH + 1] == 1  # the chain was full: a delta of its first object
+    assert depths.count(0) == 1  # one whole copy for the whole history
+    sizes = [store.blob_path(b).stat().st_size for b in blobs]
+    assert sizes[0] < 60_000 // 4  # compressed
+    assert max(sizes[1:]) < 1000 and sorted(sizes)[-3] < 200  # the one of the first: 51 lines
+    manifests = [(store.root / "trees" / f"{tree}.json").stat().st_size for tree, _ in kept]
+    assert (store.root / "trees" / f"{kept[0][0]}.json").read_bytes().startswith(MAGIC)
+    assert manifests[0] > 2000 and max(manifests[1:]) < 400  # deltas of the previous one
+    fresh = Store(tmp_path / "home")
+    for tree, data in kept:
+        assert fresh.read_blob(fresh.load(tree).files["big.txt"][4]) == data
+
+
+def damage(path: Path, at: int) -> None:
+    data = bytearray(path.read_bytes())
+    data[at] ^= 0x55
+    path.write_bytes(bytes(data))
+
+
+def test_a_damaged_delta_or_base_is_refused_naming_the_blob_and_the_link_at_fault(tmp_path):
+    store, _, kept = grow(tmp_path, 4)
+    blobs = [store.load(tree).files["big.txt"][4] for tree, _ in kept]
+    assert [depth(store, b) for b in blobs] == [0, 1, 2, 3]
+    damage(store.blob_path(blobs[2]), -3)  # inside the delta's compressed ops
+    with pytest.raises(Damaged, match=f"blob {blobs[3]} .*3 deep.* damaged: the delta "
+                                      f"{blobs[2]} .*refused"):
+        Store(tmp_path / "home").read_blob(blobs[3])
+    damage(store.blob_path(blobs[2]), -3)  # repaired
+    assert Store(tmp_path / "home").read_blob(blobs[3]) == kept[3][1]
+    # Well-formed, but not what it says: only the hash check can tell.
+    top = store.blob_path(blobs[3])
+    good = top.read_bytes()
+    head = len(MAGIC) + 1 + 20 + 1 + 20
+    top.write_bytes(good[:head] + zlib.compress(make_delta(kept[2][1], b"other bytes\n",
+                                                           limit=100)))
+    with pytest.raises(Damaged, match=f"blob {blobs[3]} .*damaged: the delta {blobs[3]} "
+                                      "gives bytes that do not match its hash.*refused"):
+        Store(tmp_path / "home").read_blob(blobs[3])
+    top.write_bytes(good)
+    second = store.blob_path(blobs[1]).read_bytes()
+    store.blob_path(blobs[1]).write_bytes(store.blob_path(blobs[0]).read_bytes())
+    with pytest.raises(Damaged, match=f"blob {blobs[1]} is damaged: its bytes do not hash "
+                                      "to its name: refused"):
+        Store(tmp_path / "home").read_blob(blobs[1])
+    store.blob_path(blobs[1]).write_bytes(second)
+    base = store.blob_path(blobs[0])
+    data = bytearray(base.read_bytes())
+    base.write_bytes(data[:len(MAGIC) + 21] + b"not what was compressed")
+    with pytest.raises(Damaged, match=f"blob {blobs[1]} .*damaged: {blobs[0]} cannot be "
+                                      "decompressed.*refused"):
+        Store(tmp_path / "home").read_blob(blobs[1])
+    base.unlink()
+    with pytest.raises(Damaged, match=f"blob {blobs[3]} .*its delta base {blobs[2]}|"
+                                      f"blob {blobs[3]} .*base {blobs[0]} is missing"):
+        Store(tmp_path / "home").read_blob(blobs[3])
+
+
+def test_a_damaged_manifest_is_refused_naming_the_snapshot(tmp_path):
+    store, _, kept = grow(tmp_path, 3)
+    damage(store.root / "trees" / f"{kept[1][0]}.json", -2)
+    with pytest.raises(Damaged, match=f"snapshot {kept[2][0]} .*damaged.*refused"):
+        Store(tmp_path / "home").load(kept[2][0])
+
+
+def test_a_restore_whose_copy_is_damaged_changes_nothing_and_names_the_file(tmp_path):
+    store, work, kept = grow(tmp_path, 3)
+    here = [{"id": "e1", "workspace": {"after": kept[0][0]}},
+            {"id": "e2", "workspace": {"before": kept[0][0], "after": kept[2][0],
+                                       "changed": ["big.txt"]}}]
+    damage(store.blob_path(store.load(kept[0][0]).files["big.txt"][4]), -3)
+    fresh = Store(tmp_path / "home")
+    chosen = plan(fresh, work, here, here[:1])
+    assert chosen is not None and chosen.changes == ["big.txt"]
+    with pytest.raises(ValueError, match="not restoring: the store's copy of big.txt cannot "
+                                         "be read .*damaged.*nothing was changed"):
+        apply(fresh, work, chosen)
+    assert (work / "big.txt").read_bytes() == kept[2][1]
+
+
+def test_gc_never_frees_a_base_a_kept_blob_or_manifest_needs(tmp_path):
+    store, _, kept = grow(tmp_path, 6)
+    blobs = [store.load(tree).files["big.txt"][4] for tree, _ in kept]
+    assert store.gc([kept[-1][0]], grace=0) == (0, 0, 0)  # every earlier one is a base
+    fresh = Store(tmp_path / "home")
+    assert fresh.read_blob(blobs[-1]) == kept[-1][1]
+    # A blob whose base no kept manifest names: the base stays, the rest goes.
+    other = Store(tmp_path / "home2")
+    first, second = b"one line\n" * 200, b"one line\n" * 199 + b"two\n"
+    other.keep(first)
+    other.blobs.put(digest(second), second, base=digest(first))
+    assert depth(other, digest(second)) == 1
+    alone = other.record(tmp_path / "somewhere", {"f": ("file", 0o644, len(second), 0,
+                                                        digest(second))}, {}, [])
+    gone = other.keep(b"nobody needs this" * 100)
+    assert other.gc([alone.id], grace=0)[1] == 1
+    assert not other.has_blob(gone) and other.has_blob(digest(first))
+    assert Store(tmp_path / "home2").read_blob(digest(second)) == second
+    # A delta written just now (kept by the grace) keeps its old base too.
+    old = time.time() - 7200
+    os.utime(other.blob_path(digest(first)), (old, old))
+    assert other.gc([], grace=3600)[1] == 0 and other.has_blob(digest(first))
+    assert other.gc([], grace=0)[1] == 2  # nothing kept: both freed
+
+
+def test_a_store_written_before_compression_still_reads_and_grows_by_deltas(tmp_path):
+    home = tmp_path / "home"
+    root = home / "checkpoints"
+    work = tmp_path / "work"
+    work.mkdir()
+    old = b"".join(b"an old line %d\n" % n for n in range(300))
+    tricky = MAGIC + b"z" + b"an old raw file that starts like a compressed one"
+    trickier = MAGIC + b"z" + bytes(20) + zlib.compress(b"and goes on like one")
+    files = {}
+    for rel, data in (("a.txt", old), ("b.bin", tricky), ("c.bin", trickier)):
+        (work / rel).write_bytes(data)
+        blob = root / "blobs" / digest(data)[:2] / digest(data)[2:]
+        blob.parent.mkdir(parents=True, exist_ok=True)
+        blob.write_bytes(data)  # as the store kept every blob before: raw
+        info = os.stat(work / rel)
+        files[rel] = ["file", 0o644, len(data), info.st_mtime_ns, digest(data)]
+    from mulligan.app.workspace.snapshots import manifest_id
+    tree = manifest_id({k: tuple(v) for k, v in files.items()}, {}, [])
+    (root / "trees").mkdir()
+    (root / "trees" / f"{tree}.json").write_bytes(orjson.dumps(
+        {"version": 1, "root": str(work), "files": files, "skipped": {}, "ignored": []}))
+    store = Store(home)
+    manifest = store.load(tree)
+    assert store.read_blob(manifest.files["a.txt"][4]) == old
+    assert store.read_blob(manifest.files["b.bin"][4]) == tricky
+    assert store.read_blob(manifest.files["c.bin"][4]) == trickier
+    store._last[str(work.resolve())] = manifest  # as a session that just took it
+    new = old.replace(b"an old line 7\n", b"a new line\n")
+    (work / "a.txt").write_bytes(new)
+    after = store.snapshot(work, reread=["a.txt"])
+    assert store.blobs.base_of(after.files["a.txt"][4]) == digest(old)
+    assert Store(home).read_blob(after.files["a.txt"][4]) == new
+    (root / "blobs" / digest(old)[:2] / digest(old)[2:]).write_bytes(old + b"tampered")
+    with pytest.raises(Damaged, match=f"blob {digest(old)} is damaged: .*do not hash to its "
+                                      "name: refused"):
+        Store(home).read_blob(digest(old))
