@@ -21,17 +21,11 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from mulligan.app.exports.export import KINDS, Kind, export, origin_of
-from mulligan.app.exports.linear import write_linear
 from mulligan.app.models import model_label, model_parts, runnable, session_model
 from mulligan.app.permissions import MODES
-from mulligan.app.rewind.back import Back, Files, back_plan, go_back
-from mulligan.app.rewind.compaction import Compaction
 from mulligan.app.session_host import Refused, SessionHost, scratch, thinking_of
 from mulligan.app.sessions.catalog import SessionSummary
 from mulligan.app.usage import Usage, usage_of
-from mulligan.app.workspace.diffs import diff_span, snapshot_diff
-from mulligan.app.workspace.restore import Plan
 from mulligan.messages import Content, content_text
 from mulligan.prompts import system_prompt
 from mulligan.providers.thinking import LEVELS as THINKING_LEVELS
@@ -43,7 +37,11 @@ from mulligan.tools import Tool
 from mulligan.wire import Event, Model
 
 if TYPE_CHECKING:
-    pass
+    from mulligan.app.rewind.back import Back, Files
+    from mulligan.app.workspace.restore import Plan
+
+# Exports, going back, compaction and diffs (Markdown, snapshots, restores) are imported by the
+# commands that use them, not here: the REPL's first prompt does not wait for them.
 
 __all__ = ["Controller", "Refused"]
 
@@ -148,6 +146,8 @@ class Controller(SessionHost):
         first (its events go to `on_event`), and the going back is a branch_summary entry;
         `abort()` while it writes leaves a plain branch line. The harness is rebuilt from the
         file."""
+        from mulligan.app.rewind.back import go_back
+
         self._idle("/back")
         log = self._need_file("/back")
         self._summary_abort = threading.Event()
@@ -162,6 +162,8 @@ class Controller(SessionHost):
 
     def back_plan(self, entry_id: str) -> Plan | None:
         """What going back to `entry_id` would do to the files (None: nothing to restore)."""
+        from mulligan.app.rewind.back import back_plan
+
         self._idle("/back")
         return back_plan(self._need_file("/back"), self.checkpoints, entry_id)
 
@@ -218,6 +220,8 @@ class Controller(SessionHost):
             raise Refused("/diff: this session keeps no file checkpoints")
         if entry_id is not None:
             log.entry(entry_id)  # UnknownEntry naming it
+        from mulligan.app.workspace.diffs import diff_span, snapshot_diff
+
         before, after = diff_span(log, entry_id)
         if before is None or after is None:
             raise Refused("/diff: no turn, or no file checkpoints, there")
@@ -242,6 +246,9 @@ class Controller(SessionHost):
     def fork(self) -> Path | str:
         """Copy the current branch into a new session (session_info naming the origin
         and entry) in the same store and carry on in it. Returns what names the new one."""
+        from mulligan.app.exports.export import origin_of
+        from mulligan.app.exports.linear import write_linear
+
         self._idle("/fork")
         log = self._need_file("/fork")
         destination = self.place.new(self.cwd)
@@ -268,6 +275,8 @@ class Controller(SessionHost):
         attempt. A relative `target` is taken in the working folder, where the tools act;
         none: md and html go to `$MULLIGAN_HOME/exports`. Never overwrites
         (ExportTargetExists). Returns the file."""
+        from mulligan.app.exports.export import KINDS, Kind, export
+
         log = self._need_file("/export")
         if kind not in KINDS:
             raise Refused(f"/export: no format {kind!r}; md, jsonl or html")
@@ -307,6 +316,8 @@ class Controller(SessionHost):
         """Compact the session now (/compact): one compaction entry, the harness rebuilt from
         the file. Its events go to `on_event`; `abort()` meanwhile leaves the model out (the
         summary is then made from the entries). False when there is nothing to compact."""
+        from mulligan.app.rewind.compaction import Compaction
+
         self._idle("/compact")
         log = self._scratch if self._log is None and self._scratch is not None \
             else self._need_file("/compact")

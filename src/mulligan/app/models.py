@@ -15,11 +15,16 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from mulligan.providers.errors import UnknownModel
-from mulligan.providers.registry import default_model_name, parse_name, resolve_model
+from mulligan.providers.registry import (
+    default_model_name,
+    parse_name,
+    resolve_model,
+    start_loading,
+)
 from mulligan.wire import Model
 
 __all__ = ["FALLBACK_NOTICE", "SCRIPTED_PREFIX", "model_label", "model_parts", "resolve",
-           "runnable", "scripted_model", "session_model"]
+           "runnable", "scripted_model", "session_model", "start_loading"]
 
 FALLBACK_NOTICE = ("No provider configured: using the embedded local/smollm2-135m (offline, "
                    "small). Set ANTHROPIC_API_KEY or OPENAI_API_KEY, or --model, for a real model.")
@@ -48,8 +53,9 @@ def resolve(name: str | None, *, base_url: str | None, home: Path,
             err: TextIO | None = None, defer: bool = False) -> Model:
     """The model called `name` (None: the configured default). Prints the one-line notice to
     `err` (stderr) when the embedded fallback is chosen because nothing is configured.
-    `defer`: a hosted model's SDK loads in the background (the REPL's first prompt does not
-    wait for it; see `providers.registry.Deferred`)."""
+    `defer`: a hosted model's SDK loads in the background, from `start_loading` (the REPL
+    calls it once its first prompt is drawn) or the first call (see
+    `providers.registry.Deferred`)."""
     if name and name.startswith(SCRIPTED_PREFIX):
         return scripted_model(Path(name[len(SCRIPTED_PREFIX):]))
     if name is None:

@@ -4,22 +4,25 @@ REPL's live line per attempt.
 In: the Controller and the command's words. Out: an `Outcome` (`frontends.slash`), and for
 the REPL's toolbar `live_lines(controller)`: one line per running attempt (model, what it is
 doing, turns, tokens, time). `stop_all(controller)` is Ctrl-C's: True when there were
-attempts to stop. The work is `mulligan.app.attempts`'s; this maps words to it.
+attempts to stop. The work is `mulligan.app.attempts`'s; this maps words to it. Its
+machinery is imported by the commands that use it: the REPL imports this module for its
+toolbar, and its first prompt does not wait for folders, runs and restores.
 """
 
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
 
 from mulligan.app import Controller
-from mulligan.app.attempts.record import compare, rows_of, table_lines
-from mulligan.app.attempts.run import Attempt
-from mulligan.app.attempts.session import AUTO_NOTE, adopt, running, start_attempts
+from mulligan.app.attempts import running
 from mulligan.app.controller import Refused
-from mulligan.app.rewind.back import Files, describe
-from mulligan.app.workspace.checkpoints import RestoreRefused
 from mulligan.brief import cut
 from mulligan.frontends.slash import Outcome, command
+
+if TYPE_CHECKING:
+    from mulligan.app.attempts.run import Attempt
+    from mulligan.app.rewind.back import Files
 
 SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 
@@ -79,6 +82,8 @@ def try_(c: Controller, args: list[str], width: int) -> Outcome:
     text = " ".join(words).strip()
     if not text:
         return Outcome(["/try: what should the attempts do? /try N TEXT"], error=True)
+    from mulligan.app.attempts.session import AUTO_NOTE, start_attempts
+
     attempts = start_attempts(c, text, count, models, check=check)
     return Outcome([f"started {count} attempt(s) from {attempts.fork}: {AUTO_NOTE}" + (
         f"; check: {check}" if check else ""),
@@ -88,6 +93,8 @@ def try_(c: Controller, args: list[str], width: int) -> Outcome:
 @command("attempts", "", "the attempts side by side: model, turns, tokens, cost, time, "
          "check, files", most_args=0)
 def attempts_(c: Controller, args: list[str], width: int) -> Outcome:
+    from mulligan.app.attempts.record import rows_of, table_lines
+
     going = running(c)
     if going is not None and going.running:
         return Outcome([_line(a, "…") for a in going.attempts])
@@ -107,6 +114,8 @@ def compare_(c: Controller, args: list[str], width: int) -> Outcome:
     log = c.log
     if log is None or not c.started:
         raise Refused("/compare: this session has no entries yet")
+    from mulligan.app.attempts.record import compare
+
     store = c.checkpoints.store if c.checkpoints is not None else None
     return Outcome(compare(log, store, args[0], args[1]), diff=True)
 
@@ -117,6 +126,10 @@ def adopt_(c: Controller, args: list[str], width: int) -> Outcome:
     if not args or not args[0].isdigit() or (len(args) > 1 and args[1] not in (
             "keep-mine", "overwrite")):
         return Outcome(["/adopt K [keep-mine|overwrite]"], error=True)
+    from mulligan.app.attempts.session import adopt
+    from mulligan.app.rewind.back import describe
+    from mulligan.app.workspace.checkpoints import RestoreRefused
+
     files: Files = "restore" if len(args) == 1 else args[1]  # type: ignore[assignment]
     try:
         row, done = adopt(c, int(args[0]), files=files)

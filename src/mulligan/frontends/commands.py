@@ -10,12 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mulligan.app import Controller, SessionSummary, model_label
-from mulligan.app.exports.export import KINDS
-from mulligan.app.rewind.back import Files, describe, plan_lines
-from mulligan.app.workspace.restore import Plan
 from mulligan.frontends.live import compaction_line
 from mulligan.frontends.slash import (
     KeyQuestion,
@@ -30,6 +27,13 @@ from mulligan.frontends.status import usage_lines
 from mulligan.frontends.tree import render_tree
 from mulligan.session.branches import labels_of
 from mulligan.session.stores.lease import is_free, read_holder
+
+if TYPE_CHECKING:
+    from mulligan.app.rewind.back import Files
+    from mulligan.app.workspace.restore import Plan
+
+# Going back, restores and exports are imported by the commands that use them: the REPL
+# imports this module, and its first prompt does not wait for them.
 
 
 def format_sessions(found: Sequence[SessionSummary], *, numbered: bool = False,
@@ -140,6 +144,8 @@ def going_back(c: Controller, target: str, said: str, *, fill: str | None = None
     if plan is None:
         return _went_back(c, target, said, files=None, summarize=summarize, fill=fill,
                           on_event=on_event)
+    from mulligan.app.rewind.back import plan_lines
+
     lines = plan_lines(plan)
     lines.append("  (changes outside the folder, and what a background process did after its "
                  "command returned, are not tracked)")
@@ -183,6 +189,8 @@ def files_keys(c: Controller, plan: Plan) -> list[tuple[str, str]]:
 def _went_back(c: Controller, target: str, said: str, *, files: Files | None, summarize: bool,
                fill: str | None = None,
                on_event: Callable[[dict[str, Any]], None] | None = None) -> Outcome:
+    from mulligan.app.rewind.back import describe
+
     done = c.back(target, files=files, summarize=summarize, on_event=on_event)
     if summarize and done.summary is None:
         said += " (the summary was aborted: a plain branch line instead)"
@@ -271,6 +279,8 @@ def _model(c: Controller, args: list[str], width: int) -> Outcome:
 
 
 def _export(c: Controller, args: list[str], width: int) -> Outcome:
+    from mulligan.app.exports.export import KINDS
+
     kind = args[0] if args else "md"
     if kind not in KINDS:
         return Outcome(["usage: /export [md|jsonl|html] [FILE]"], error=True)

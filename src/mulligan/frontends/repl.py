@@ -35,6 +35,7 @@ from rich.console import Console
 
 from mulligan import __version__
 from mulligan.app import Controller, LeaseHeld, Refused, model_label
+from mulligan.app.models import start_loading
 from mulligan.app.permissions import Answer, Question
 from mulligan.frontends.attempt_commands import busy, live_lines
 from mulligan.frontends.commands import count
@@ -232,6 +233,9 @@ class Repl:
 
     async def _loop(self) -> int:
         self._event_loop = asyncio.get_running_loop()
+        # Once the prompt is drawn the model's SDK loads while you type (earlier, a thread
+        # importing it would slow the drawing); later draws find nothing left to start.
+        self.session.app.after_render += lambda _app: start_loading()
         if self.controller.extensions is not None:  # MCP servers connect while you type
             self._event_loop.call_later(0.3, self.controller.extensions.start)
         self._mark_idle()

@@ -36,8 +36,8 @@ from mulligan.providers.errors import ConfigError, MissingApiKey, UnknownModel
 from mulligan.providers.facts import HOSTED_DEFAULTS, LOCAL_DEFAULT, window_for
 from mulligan.wire import Model, StreamDelta, ToolSpec
 
-__all__ = ["Deferred", "resolve_model", "default_model_name", "parse_name", "MissingApiKey",
-           "UnknownModel", "ConfigError", "LOCAL_DEFAULT", "HOSTED_DEFAULTS",
+__all__ = ["Deferred", "start_loading", "resolve_model", "default_model_name", "parse_name",
+           "MissingApiKey", "UnknownModel", "ConfigError", "LOCAL_DEFAULT", "HOSTED_DEFAULTS",
            "NO_KEY_PLACEHOLDER"]
 
 # Sent as the key to an OpenAI-compatible server on a base URL when none is configured: local
@@ -94,8 +94,9 @@ def resolve_model(
     """The model called `name` (None: `default_model_name`). For the hosted providers the
     endpoint is `base_url` (--base-url), else $ANTHROPIC_BASE_URL / $OPENAI_BASE_URL, else the
     config file's base_url, else the provider's own. With `defer`, a hosted model's SDK
-    (anthropic ~0.8 s, openai ~0.3 s to import) is loaded on a background thread and the model
-    returned at once (`Deferred`); every check above still happens here and now."""
+    (anthropic ~0.8 s, openai ~0.3 s to import) is loaded on a background thread, started by
+    `start_loading` or the first call, and the model returned at once (`Deferred`); every
+    check above still happens here and now."""
     env = environment() if env is None else env
     home = mulligan_home(env) if home is None else home
     config = load_config(home)
@@ -132,10 +133,12 @@ def resolve_model(
 
 class Deferred:
     """A hosted model whose SDK is imported, and client built, on a background thread, so the
-    REPL draws its prompt without waiting for it. `name` is known at once; `complete` and
-    `stream` wait for the build (it is long done by the time a person has typed a prompt) and
-    then are the real model's. A build that failed raises from them, which the loop's provider
-    boundary records as the reply's error."""
+    REPL draws its prompt without waiting for it. `name` is known at once; the thread starts
+    at `start()` (the REPL calls `start_loading` once its prompt is on the screen: a thread
+    importing an SDK meanwhile would share the interpreter with the drawing and slow it) or
+    at the first `complete`/`stream`, which wait for the build (it is long done by the time a
+    person has typed a prompt) and then are the real model's. A build that failed raises
+    from them, which the loop's provider boundary records as the reply's error."""
 
     compact_prompt = False  # hosted models get the full system prompt
 
@@ -149,7 +152,14 @@ class Deferred:
         self.web_search = False  # --web-search, likewise
         self._thread = threading.Thread(target=self._build, args=(build,),
                                         name=f"mulligan-load-{name}", daemon=True)
-        self._thread.start()
+        self._starting = threading.Lock()
+        _WAITING.append(self)
+
+    def start(self) -> None:
+        """Start the build on its thread, once (later calls do nothing)."""
+        with self._starting:
+            if self._thread.ident is None:
+                self._thread.start()
 
     def _build(self, build: Callable[[], Model]) -> None:
         try:
@@ -158,7 +168,8 @@ class Deferred:
             self._failure = exc
 
     def ready(self) -> Model:
-        """The real model, once built (waits for the background thread)."""
+        """The real model, once built (starts the build if nothing has, and waits for it)."""
+        self.start()
         self._thread.join()
         if self._failure is not None:
             raise self._failure
@@ -185,6 +196,16 @@ class Deferred:
             yield {"type": "done", "message": model.complete(system, messages, tools)}
             return
         yield from stream(system, messages, tools, abort=abort)
+
+
+_WAITING: list[Deferred] = []  # made, not yet handed to `start_loading`
+
+
+def start_loading() -> None:
+    """Start building every `Deferred` model made so far whose build has not started: the
+    REPL calls this once its first prompt is drawn, so the SDKs load while the user types."""
+    while _WAITING:
+        _WAITING.pop().start()
 
 
 def _build(provider: str, model_id: str, key: str, url: str | None,

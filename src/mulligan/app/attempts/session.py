@@ -11,9 +11,9 @@ files back.
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Callable, Sequence
 
+from mulligan.app.attempts import remember, running
 from mulligan.app.attempts.folders import SHARED, remove_group
 from mulligan.app.attempts.record import Row, rows_of
 from mulligan.app.attempts.run import CHECK_TIMEOUT, Attempt, Attempts
@@ -21,9 +21,6 @@ from mulligan.app.controller import Controller, Refused
 from mulligan.app.rewind.back import Back, Files
 
 __all__ = ["AUTO_NOTE", "adopt", "running", "start_attempts"]
-
-# The attempts each Controller started last (the REPL's /attempts, /stop, its live lines).
-_LATEST: weakref.WeakKeyDictionary[Controller, Attempts] = weakref.WeakKeyDictionary()
 
 AUTO_NOTE = ("attempts run in copies of the folder under $MULLIGAN_HOME/attempts with "
              "permission mode auto (nothing asks)")
@@ -54,14 +51,9 @@ def start_attempts(controller: Controller, text: str, count: int,
         setup=controller.for_folder, check=check, check_timeout=check_timeout,
         redact=controller.harness.redact, share=share, on_change=on_change,
         on_done=on_done)
-    _LATEST[controller] = attempts
+    remember(controller, attempts)
     attempts.start()
     return attempts
-
-
-def running(controller: Controller) -> Attempts | None:
-    """The attempts this process started last in `controller`'s session (running or not)."""
-    return _LATEST.get(controller)
 
 
 def adopt(controller: Controller, index: int, *, group: str | None = None,

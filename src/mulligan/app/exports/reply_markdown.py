@@ -19,7 +19,8 @@ _CODE_SPAN = re.compile(r"(`+)(?:.*?[^`])?\1(?!`)")
 def reply_markdown(text: str) -> list[str]:
     """`text` as export lines (see the module docstring)."""
     # Imported here: the HTML export imports this module (through linear.py) but never
-    # calls it, and markdown-it's import is a twentieth of a 100k-entry export.
+    # calls it, and markdown-it's import is a twentieth of a 100k-entry export (and the
+    # REPL's slash commands import the exports before the first prompt).
     from markdown_it import MarkdownIt
 
     lines = text.rstrip("\n").split("\n")

@@ -12,8 +12,10 @@ import os
 import stat
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import pathspec
+if TYPE_CHECKING:
+    import pathspec
 
 __all__ = ["TEMP_MARK", "walk"]
 
@@ -88,6 +90,8 @@ def _spec(path: Path) -> pathspec.GitIgnoreSpec | None:
         lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
     except OSError:
         return None
+    import pathspec  # here, not at the top: the REPL's first prompt does not wait for it
+
     return pathspec.GitIgnoreSpec.from_lines(lines) if any(
         line.strip() and not line.startswith("#") for line in lines) else None
 

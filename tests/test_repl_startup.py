@@ -1,0 +1,88 @@
+"""The REPL's first prompt pays only for what draws it: the real program on a pty, every import
+it makes recorded (with the thread that made it) by an audit hook installed before mulligan
+is imported.
+
+Before the prompt is on the screen, the main thread imports no provider SDK, no Markdown
+parser, no gitignore matcher and none of the machinery of going back, restoring or running
+attempts; the hosted model's SDK is imported afterwards, on the model's own loading thread,
+without a key being pressed. A top-level import re-added anywhere on the way to the prompt
+fails the first assertion; the loading thread started before the prompt fails the second.
+"""
+
+from __future__ import annotations
+
+import os
+import pty
+import select
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+# What the first prompt must not wait for (a module absent from this machine is trivially
+# absent from the list: the test still guards the others).
+DEFERRED = ("anthropic", "openai", "google.genai", "pydantic", "httpx", "mcp", "PIL",
+            "xllamacpp", "markdown_it", "pathspec", "merge3",
+            "mulligan.providers.anthropic", "mulligan.app.rewind.back",
+            "mulligan.app.workspace.restore", "mulligan.app.attempts.run",
+            "mulligan.app.attempts.session", "mulligan.app.exports.html")
+
+DRIVER = """\
+import os, sys, threading
+log = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+def seen(event, args):
+    if event == "import":
+        os.write(log, f"{threading.current_thread().name}\\t{args[0]}\\n".encode())
+sys.addaudithook(seen)
+sys.argv = ["mulligan"]
+from mulligan.cli import run
+run()
+"""
+
+
+def imports(log: Path) -> list[tuple[str, str]]:
+    """(thread name, module) of each import so far, in the order they happened."""
+    text = log.read_text() if log.exists() else ""
+    return [tuple(line.split("\t", 1)) for line in text.splitlines()]  # type: ignore[misc]
+
+
+def test_the_first_prompt_imports_no_sdk_and_the_model_loads_after_it_is_drawn(tmp_path):
+    (tmp_path / "work").mkdir()
+    log = tmp_path / "imports.log"
+    env = {**os.environ, "MULLIGAN_HOME": str(tmp_path / "home"), "TERM": "xterm",
+           "PROMPT_TOOLKIT_NO_CPR": "1", "ANTHROPIC_API_KEY": "test-dummy",
+           "ANTHROPIC_BASE_URL": "http://127.0.0.1:9"}  # nothing is sent: no prompt is typed
+    env.pop("OPENAI_API_KEY", None)
+    fd, child = pty.openpty()
+    process = subprocess.Popen([sys.executable, "-c", DRIVER, str(log)], cwd=tmp_path / "work",
+                               env=env, stdin=child, stdout=child, stderr=child,
+                               close_fds=True)
+    os.close(child)
+    shown = b""
+    try:
+        while "›".encode() not in shown.partition(b"Ctrl-D quits")[2]:
+            ready, _, _ = select.select([fd], [], [], 30)
+            assert ready, f"no prompt: {shown[-600:]!r}"
+            shown += os.read(fd, 65536)
+        at_prompt = imports(log)
+        mine = [module for thread, module in at_prompt if thread == "MainThread"]
+        assert "mulligan.frontends.repl" in mine  # the hook saw the way to the prompt
+        paid = [m for m in mine if any(m == d or m.startswith(d + ".") for d in DEFERRED)]
+        assert paid == [], f"the first prompt waited for {paid}"
+
+        deadline = time.monotonic() + 60
+        while not any(module == "anthropic" for _, module in imports(log)):
+            assert time.monotonic() < deadline, "the model's SDK never loaded"
+            time.sleep(0.05)
+        seen = imports(log)
+        loader = [at for at, (thread, _) in enumerate(seen) if thread.startswith("mulligan-load-")]
+        assert ("mulligan-load-anthropic/claude-sonnet-4-6", "anthropic") in seen
+        # Every import the prompt needed came before the loading thread's first one.
+        assert min(loader) >= len(mine), \
+            f"the model's SDK started loading before the prompt was drawn: {seen[min(loader)]}"
+        os.write(fd, b"\x04")  # Ctrl-D quits
+        assert process.wait(timeout=30) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+        os.close(fd)
