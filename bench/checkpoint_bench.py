@@ -151,7 +151,8 @@ def compare(name: str, tree: Path, runs: int, scratch: Path, missed: list[str]) 
 def restore(scratch: Path, count: int, runs: int, missed: list[str]) -> None:
     """Putting back 100 files an agent changed, in a tree of `count` files: a restore plan
     and its application (`mulligan.app.workspace.restore`, as `sessions back --files` does
-    it, without the process start) against `git checkout -- .` on the same tree."""
+    it, without the process start: a Store with nothing in memory, every manifest and blob
+    read from disk) against `git checkout -- .` on the same tree."""
     from mulligan.app.workspace.restore import apply, plan
 
     tree = generated(scratch / "restore-tree", count)
@@ -183,10 +184,11 @@ def restore(scratch: Path, count: int, runs: int, missed: list[str]) -> None:
         here = [{"id": "e1", "workspace": {"after": base.id}},
                 {"id": "e2", "workspace": {"before": base.id, "after": after.id,
                                            "changed": changes}}]
+        cold = Store(home, max_snapshot=1 << 40, max_file=1 << 30)  # as `sessions back` has it
         started = time.perf_counter()
-        chosen = plan(store, repo, here, here[:1])
+        chosen = plan(cold, repo, here, here[:1])
         assert chosen is not None and len(chosen.changes) == 100, chosen
-        apply(store, repo, chosen)
+        apply(cold, repo, chosen)
         ours.append(time.perf_counter() - started)
     floor = min(gits)
     print(f"restore of 100 changed files in {count} files: {min(ours) * 1000:.1f} ms   git "

@@ -243,3 +243,14 @@ def test_a_store_written_before_compression_still_reads_and_grows_by_deltas(tmp_
     with pytest.raises(Damaged, match=f"blob {digest(old)} is damaged: .*do not hash to its "
                                       "name: refused"):
         Store(home).read_blob(digest(old))
+
+
+def test_a_base_freed_while_its_bytes_are_still_in_memory_is_not_used(tmp_path):
+    store, work, kept = grow(tmp_path, 2)
+    blobs = [store.load(tree).files["big.txt"][4] for tree, _ in kept]
+    store.blob_path(blobs[1]).unlink()  # as a gc in another process would
+    data = kept[1][1].replace(b"line 00100 ", b"changed 100 ")
+    (work / "big.txt").write_bytes(data)
+    after = store.snapshot(work, reread=["big.txt"])
+    assert store.blobs.base_of(after.files["big.txt"][4]) is None  # whole, not a delta
+    assert Store(tmp_path / "home").read_blob(after.files["big.txt"][4]) == data

@@ -125,9 +125,13 @@ class Objects:
 
     def _delta_form(self, digest: bytes, data: bytes, base: str) -> bytes | None:
         try:
+            # Touched first: a base in use is recent for `gc`'s grace, and one gc freed
+            # meanwhile is not used (its bytes may still be in memory).
+            os.utime(self.path_of(base))
             depth, _ = self._link(base)
             if depth >= MAX_DEPTH:  # the chain is full: start again from its first object
                 base = self._first(base)
+                os.utime(self.path_of(base))
                 depth = 0
             old = self.read(base)
         except (OSError, ValueError):  # no usable base: stored whole
@@ -138,8 +142,6 @@ class Objects:
         packed = zlib.compress(ops, 9)
         if len(packed) * _WORTH > len(data):
             return None
-        with contextlib.suppress(OSError):  # a base just used is recent for `gc`'s grace
-            os.utime(self.path_of(base))
         return MAGIC + _DELTA + digest + bytes([depth + 1]) + bytes.fromhex(base) + packed
 
     def _remember(self, name: str, data: bytes) -> None:
