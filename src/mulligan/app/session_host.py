@@ -11,7 +11,7 @@ working folder. The `Controller` adds the commands. Nothing here prints, draws o
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -88,8 +88,9 @@ class SessionHost:
         self.place: Sessions = sessions or FileSessions(self.home)
         self._resolver = resolver
         self._log: SessionLog | None = None
-        # The session's running total of every model call (`spent`): for which log and model.
-        self._spent: tuple[SessionLog | None, str, Spent] | None = None
+        # The session's running total of every model call (`spent`): for which log, and the
+        # undo of its watch on that log.
+        self._spent: tuple[SessionLog | None, Spent, Callable[[], None]] | None = None
         # --no-session: the transcript kept in memory only, so it can still be compacted.
         self._scratch: SessionLog | None = None if session_file is not None else scratch()
         self._lease: Releasable | None = None
@@ -214,7 +215,6 @@ class SessionHost:
             compact = compaction.hook
         harness = Harness(model, system, tools, messages=messages, max_turns=max_turns,
                           redact=self._redact, compact=compact)
-        harness.subscribe(self._count_spent)
         if self._log is None and self._scratch is not None:
             harness.subscribe(persist_to(self._scratch))
         if self._log is not None:
@@ -227,17 +227,16 @@ class SessionHost:
         return harness
 
     def spent(self) -> Spent:
-        """Every model call of the session, abandoned attempts included (`app.spent`): read
-        from the file once (again only for another session or model), then counted as the
-        harness records each reply."""
-        name = str(getattr(self.harness.model, "name", ""))
-        if self._spent is None or self._spent[0] is not self._log or self._spent[1] != name:
-            self._spent = (self._log, name, Spent.of_log(self._log, name))
-        return self._spent[2].with_summaries(self._log)
-
-    def _count_spent(self, event: Mapping[str, Any]) -> None:
-        if self._spent is not None and self._spent[0] is self._log:
-            self._spent[2].listener(event)
+        """Every model call of the session -- abandoned and parallel attempts, summaries and
+        compactions included -- each priced at its own model (`app.spent`): read from the
+        file once (again only for another session), then counted as entries are appended."""
+        log = self._log if self._log is not None else self._scratch
+        if self._spent is None or self._spent[0] is not log:
+            if self._spent is not None:
+                self._spent[2]()
+            name = str(getattr(self.harness.model, "name", ""))
+            self._spent = (log, *Spent.watching(log, name))
+        return self._spent[1]
 
     def _rebuild(self, messages: list[Message], model: Model | None = None) -> None:
         """A fresh harness over `messages` (the transcript read back from the file), keeping
@@ -258,6 +257,8 @@ class SessionHost:
 
     def close(self) -> None:
         """Give up the lease, stop watching the folder. Idempotent."""
+        if self._spent is not None:
+            self._spent[2]()
         if self._lease is not None:
             self._lease.release()
         if self.checkpoints is not None:

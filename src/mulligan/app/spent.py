@@ -1,64 +1,81 @@
-"""What a whole session has spent: every model call recorded in its file -- abandoned attempts
-and branch summaries or compactions that carry a `usage` included -- not only the branch's.
+"""What a whole session has spent: every model call recorded in its file -- abandoned attempts,
+parallel `/try` attempts, branch summaries and compactions that carry a `usage` -- not only
+the branch's, each call priced at the model that made it.
 
-In: a session log (its message entries read once, through `of_type`), then each reply as
-the harness announces it (`listener`); branch summaries and compactions, appended outside
-the harness, are few and counted from their entries' `usage` each time (`with_summaries`:
-`of_type` reads only those lines through the index). Out: a total of tokens and, where the
-model's price is known, dollars. The messages are never re-read turn by turn. Priced at
-the current model's price (a reply does not record its model's).
+In: a session log, watched (`SessionLog.watch`): its message, branch_summary and compaction
+entries read once, through the index, then each one counted as it is appended, whoever
+appends it (the harness's saver, a parallel attempt's thread, going back with a summary, a
+compaction). Nothing is re-read when the total is asked for: a status-line draw costs the
+same at entry 100,000 as at entry 10. Out: a total of tokens and, where the models' prices
+are known, dollars.
+
+Which model made a call: an assistant message's `model`, a summary's or compaction's
+`usage["model"]` (`rewind.summaries.ask_model_usage` records it); a call that names none
+(an old file, a test double) is priced at the `fallback` model, the session's model when the
+total was started -- never re-priced later, so switching models never changes what was
+already counted. A call of a model with no known price adds tokens and no dollars, and is
+counted in `unpriced`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+import threading
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from mulligan.providers.facts import price_of
 from mulligan.session import SessionLog
+from mulligan.session.entries import Entry
 
-__all__ = ["Spent"]
+__all__ = ["COUNTED", "Spent"]
 
-_SUMMARIES = ("branch_summary", "compaction")
+COUNTED = ("message", "branch_summary", "compaction")  # the entries that record model calls
 
 
-@dataclass
 class Spent:
-    price: tuple[float, float, float, float] | None
-    tokens_in: int = 0
-    tokens_out: int = 0
-    dollars: float = 0.0
+    """A running total. `fallback`: the model name a call that names none is priced at."""
+
+    def __init__(self, fallback: str = "") -> None:
+        self.fallback = fallback
+        self.tokens_in = 0
+        self.tokens_out = 0
+        self.dollars = 0.0
+        self.calls = 0
+        self.unpriced = 0  # calls with usage whose model has no known price
+        self._lock = threading.Lock()  # attempts append from threads of their own
 
     @property
     def cost(self) -> float | None:
-        return self.dollars if self.price is not None else None
+        """Dollars, when any call (or, before any, the fallback model) has a known price;
+        None when none has: no cost is shown rather than $0.00."""
+        if self.calls > self.unpriced or (not self.calls and price_of(self.fallback)):
+            return self.dollars
+        return None
 
     @classmethod
-    def of_log(cls, log: SessionLog | None, model_name: str) -> Spent:
-        """The total over `log`'s every model call so far (none: a session with no file)."""
-        spent = cls(price_of(model_name))
-        if log is None or log.tip() is None:
-            return spent
-        for entry in log.of_type("message"):
+    def watching(cls, log: SessionLog | None,
+                 fallback: str = "") -> tuple[Spent, Callable[[], None]]:
+        """The total over `log`'s every model call so far, kept up to date as entries are
+        appended to it; and the undo that stops the watching. No log: an empty total."""
+        spent = cls(fallback)
+        if log is None:
+            return spent, lambda: None
+        return spent, log.watch(COUNTED, spent.entry)
+
+    def entry(self, entry: Entry) -> None:
+        """Count one entry: an assistant message's usage, a summary's or compaction's."""
+        if entry.get("type") == "message":
             message = entry.get("message")
             if isinstance(message, Mapping) and message.get("role") == "assistant":
-                spent.add(message.get("usage"))
-        return spent
+                self.add(message.get("usage"), message.get("model"))
+        else:
+            usage = entry.get("usage")
+            self.add(usage, usage.get("model") if isinstance(usage, Mapping) else None)
 
-    def with_summaries(self, log: SessionLog | None) -> Spent:
-        """A copy of this total with every branch summary's and compaction's `usage` in
-        `log` added."""
-        whole = Spent(self.price, self.tokens_in, self.tokens_out, self.dollars)
-        if log is not None and log.tip() is not None:
-            for kind in _SUMMARIES:
-                for entry in log.of_type(kind):
-                    whole.add(entry.get("usage"))
-        return whole
-
-    def add(self, counts: Any) -> None:
-        """Count one call's `usage` ({input, output, cache_read, cache_write}); anything
-        else (no usage reported, a damaged one) counts nothing."""
+    def add(self, counts: Any, model: Any = None) -> None:
+        """Count one call's `usage` ({input, output, cache_read, cache_write}), priced at
+        `model` (a name; else the fallback); anything else (no usage reported, a damaged
+        one) counts nothing."""
         if not isinstance(counts, Mapping):
             return
         try:
@@ -66,16 +83,13 @@ class Spent:
                 "input", "output", "cache_read", "cache_write"))
         except (TypeError, ValueError):
             return
-        self.tokens_in += tokens_in + read + write
-        self.tokens_out += out
-        if self.price is not None:
-            self.dollars += (tokens_in * self.price[0] + out * self.price[1]
-                             + read * self.price[2] + write * self.price[3]) / 1e6
-
-    def listener(self, event: Mapping[str, Any]) -> None:
-        """For Harness.subscribe: each reply the run records, counted as it is announced."""
-        if event.get("type") != "message_end":
-            return
-        message = event.get("message")
-        if isinstance(message, Mapping) and message.get("role") == "assistant":
-            self.add(message.get("usage"))
+        price = price_of(model if isinstance(model, str) and model else self.fallback)
+        with self._lock:
+            self.calls += 1
+            self.tokens_in += tokens_in + read + write
+            self.tokens_out += out
+            if price is None:
+                self.unpriced += 1
+            else:
+                self.dollars += (tokens_in * price[0] + out * price[1] + read * price[2]
+                                 + write * price[3]) / 1e6

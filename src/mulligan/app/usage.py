@@ -53,10 +53,10 @@ class Usage:
 
 
 def usage_of(messages: Sequence[Message], model: Model, system: str = "") -> Usage:
-    """The branch's usage (see the module docstring)."""
+    """The branch's usage (see the module docstring). Each reply is priced at the model
+    that made it (its `model`; `model`'s when it names none)."""
     name = str(getattr(model, "name", ""))
-    price = price_of(name)
-    found = Usage(window=window_of(model), priced=price is not None,
+    found = Usage(window=window_of(model), priced=price_of(name) is not None,
                   context=estimate_tokens(system, messages))
     for message in messages:
         if message["role"] != "assistant" or not isinstance(message.get("usage"), Mapping):
@@ -64,7 +64,9 @@ def usage_of(messages: Sequence[Message], model: Model, system: str = "") -> Usa
         counts: Mapping[str, Any] = message["usage"]
         tokens_in, out, read, write = (int(counts.get(k) or 0) for k in (
             "input", "output", "cache_read", "cache_write"))
+        price = price_of(str(message.get("model") or name))
         cost = None if price is None else (tokens_in * price[0] + out * price[1]
                                            + read * price[2] + write * price[3]) / 1e6
+        found.priced = found.priced or price is not None
         found.turns.append(Turn(len(found.turns) + 1, tokens_in, out, read, write, cost))
     return found

@@ -12,6 +12,8 @@ toolbar, and its first prompt does not wait for folders, runs and restores.
 from __future__ import annotations
 
 import time
+import weakref
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from mulligan.app import Controller
@@ -25,13 +27,23 @@ if TYPE_CHECKING:
     from mulligan.app.rewind.back import Files
 
 SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
+# The sessions whose attempts' lines were drawn last time (`live_lines`' `on_end`).
+_SHOWN: weakref.WeakSet[Controller] = weakref.WeakSet()
 
 
-def live_lines(controller: Controller, width: int = 100) -> list[str]:
-    """One line per attempt while any runs (and [] when none does)."""
+def live_lines(controller: Controller, width: int = 100,
+               on_end: Callable[[], None] | None = None) -> list[str]:
+    """One line per attempt while any runs (and [] when none does). `on_end` is called at
+    the first call after they have all ended (the REPL's status line then counts what they
+    spent)."""
     attempts = running(controller)
     if attempts is None or not attempts.running:
+        if controller in _SHOWN:
+            _SHOWN.discard(controller)
+            if on_end is not None:
+                on_end()
         return []
+    _SHOWN.add(controller)
     frame = SPINNER[int(time.monotonic() * 8) % len(SPINNER)]
     return [cut(_line(a, frame), width - 1) for a in attempts.attempts] + [
         "Ctrl-C stops them all · /stop K stops one · /attempts compares"]

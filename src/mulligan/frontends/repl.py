@@ -118,7 +118,8 @@ class Repl:
         return toolbar(self._renderer, running=self.controller.is_running,
                        asking=pending.question.tool if pending is not None else None,
                        width=width, rows=size.rows, status=self._status,
-                       more=live_lines(self.controller, width))  # parallel attempts
+                       more=live_lines(self.controller, width,  # parallel attempts
+                                       on_end=self._refresh_status))  # then count them
 
     def _refresh_status(self) -> None:
         try:

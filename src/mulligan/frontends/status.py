@@ -58,7 +58,9 @@ def usage_lines(used: Usage, spent: Spent | None = None) -> list[str]:
     the whole session's: every model call of every attempt."""
     whole = [] if spent is None else [
         f"the whole session, every attempt: {spent.tokens_in} in, {spent.tokens_out} out, "
-        f"cost " + (f"${spent.cost:.4f}" if spent.cost is not None else "unknown")]
+        f"cost " + (f"${spent.cost:.4f}" if spent.cost is not None else "unknown")
+        + (f" (not counted: {spent.unpriced} call(s) of models with no known price)"
+           if spent.unpriced and spent.cost is not None else "")]
     if not used.turns:
         return ["no model reply on this branch has reported its usage yet", *whole]
     lines = [f"{'turn':>4}  {'input':>8} {'cache read':>10} {'cache write':>11} {'output':>8}"

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Any, Protocol, TypeVar
 
 from mulligan.messages import Message
@@ -70,6 +70,8 @@ class SessionLog:
         # and the reader asked: None until the first call (or after a failed append).
         self._file = storage if isinstance(storage, FileStorage) and sidecar else None
         self._reader: Reader | None = None
+        # (token, types, listener) per watch(): told of each entry this object appends.
+        self._watchers: list[tuple[object, frozenset[str], Callable[[Entry], None]]] = []
 
     def lease(self) -> Releasable:
         """Take the session's lease for this process (one live writer): LeaseHeld naming the
@@ -140,6 +142,28 @@ class SessionLog:
                 return question(reader)
             except Stale:
                 return question(self._read_whole())
+
+    def watch(self, types: Collection[str],
+              listener: Callable[[Entry], None]) -> Callable[[], None]:
+        """Hand `listener` every entry of `types` the log holds now (`of_type`, type by
+        type), then each entry of those types this log object appends, once it is written:
+        none missed and none twice, whichever thread appends. For a running tally (what a
+        session spent) that must not re-read the log. Appends by other SessionLog objects or
+        processes are not seen. `listener` runs under the log's lock: it must be quick and
+        must not raise. Returns its undo."""
+        token = object()
+        wanted = frozenset(types)
+        with self._mutex:
+            for type_ in wanted:
+                for entry in self.of_type(type_):
+                    listener(entry)
+            self._watchers.append((token, wanted, listener))
+
+        def unwatch() -> None:
+            with self._mutex:
+                self._watchers = [w for w in self._watchers if w[0] is not token]
+
+        return unwatch
 
     # ---- appending ---------------------------------------------------------------------------
 
@@ -212,10 +236,10 @@ class SessionLog:
                 reader.position(must_exist)  # fail fast: no file is created for nothing
             try:
                 try:
-                    return reader.append(type_, fields, parent, must_exist)
+                    new_id = reader.append(type_, fields, parent, must_exist)
                 except Stale:  # the table cannot say what the file is: append as a whole read
                     self._reader = reader = WholeRead(self.storage, self._file)
-                    return reader.append(type_, fields, parent, must_exist)
+                    new_id = reader.append(type_, fields, parent, must_exist)
             except SessionError:
                 raise
             except BaseException:
@@ -223,6 +247,12 @@ class SessionLog:
                 # connection): forget what was parsed, so the next call reads what is there.
                 self._reset()
                 raise
+            watchers = [w for w in self._watchers if type_ in w[1]]
+            if watchers:
+                entry = self.entry(new_id)  # just written: the reader has it parsed
+                for _, _, listener in watchers:
+                    listener(entry)
+            return new_id
 
     # ---- the reader ------------------------------------------------------------------------
 

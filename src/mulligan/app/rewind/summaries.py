@@ -205,7 +205,8 @@ def ask_model(model: Model, system: str, text: str,
 def ask_model_usage(model: Model, system: str, text: str, abort: threading.Event | None = None
                     ) -> tuple[str | None, dict[str, Any] | None]:
     """`ask_model`, and the usage the call reported (None when none was): a failed or
-    aborted call may have cost something too."""
+    aborted call may have cost something too. The usage names the model that made the call
+    (its `model`: the reply's, else `model`'s name), so that it is priced at its own."""
     call = call_model(model, system, [user_message(text)], [], abort)
     while True:
         try:
@@ -215,6 +216,9 @@ def ask_model_usage(model: Model, system: str, text: str, abort: threading.Event
             break
     usage = reply.get("usage")
     used = dict(usage) if isinstance(usage, Mapping) else None
+    made_by = str(reply.get("model") or getattr(model, "name", "") or "")
+    if used is not None and made_by:
+        used["model"] = made_by
     if is_failed(reply):
         return None, used
     words = text_of(reply).strip()
