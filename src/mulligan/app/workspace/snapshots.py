@@ -2,8 +2,9 @@
 
 ``$MULLIGAN_HOME/checkpoints/`` holds ``blobs/ab/cdef...`` (a file's bytes, named by their
 BLAKE2b-160 hash), ``trees/<id>.json`` (a manifest: every path with its kind, mode, size,
-mtime and hash or link target, and what was skipped and why) and ``stat/<folder>.json`` (a
-cache: a file whose size, mtime, ctime and inode are what they were is not read again).
+mtime and hash or link target, and what was skipped and why) and ``stat/<folder>.idx`` (the
+stat index, `mulligan.app.workspace.statindex`: a path whose stat is what it was, and not
+racy, is not read again; a folder whose every stat is is not even listed).
 Blobs and manifests are kept compressed, or as a delta against the previous version at the
 same path (the previous snapshot of the folder, for a manifest), and verified when read
 (`mulligan.app.workspace.blobs`); a store written before that still reads.
@@ -32,7 +33,6 @@ import hashlib
 import os
 import re
 import stat
-import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,10 +40,10 @@ from typing import Any
 
 import orjson
 
+from mulligan.app.workspace import statindex
 from mulligan.app.workspace.blobs import Objects, collect, write_atomic
 from mulligan.app.workspace.monitor import Monitor
-from mulligan.app.workspace.walk import TEMP_MARK
-from mulligan.app.workspace.walk import walk as _walk
+from mulligan.app.workspace.walk import TEMP_MARK, Walk
 from mulligan.home import folder_slug, private_dirs
 
 __all__ = ["TEMP_MARK", "FileFacts", "Manifest", "Store", "Unsafe", "changed_paths",
@@ -55,7 +55,6 @@ FileFacts = tuple[str, int, int, int, str]
 _HEX40 = re.compile(r"[0-9a-f]{40}")
 MAX_FILE = 20 << 20  # bytes: a larger file is not kept (listed as not restorable)
 MAX_SNAPSHOT = 1 << 30  # bytes of new content one snapshot may add to the store
-_RACY = 2_000_000_000  # ns: a file changed this close to the cache's writing is read again
 # A restore writes ".<name>.mulligan-restore-<pid>" and renames it into place: never recorded.
 
 
@@ -238,7 +237,7 @@ class Store:
 
     def _bases(self, root: Path, tree_id: object) -> _Bases:
         """What the next snapshot of `root` may store its changes as deltas against: the
-        manifest last written for it here, else the one the stat cache names (`tree_id`)."""
+        manifest last written for it here, else the one the stat index names (`tree_id`)."""
         return _Bases(self, str(root), tree_id)
 
     def load(self, tree_id: str) -> Manifest:
@@ -282,7 +281,7 @@ class Store:
     def snapshot(self, folder: Path, *, reread: Iterable[str] = (),
                  monitor: Monitor | None = None) -> Manifest:
         """Record `folder` as it is now: every file not ignored is hashed (or found unchanged
-        in the stat cache), new content goes to the store, and the manifest is written.
+        in the stat index), new content goes to the store, and the manifest is written.
         `reread`: paths whose content is read whatever the cache says (a write's target: the
         pre-image must be exact). `monitor` (`mulligan.app.workspace.monitor`): when it has seen no
         change since the walk it watched ended, that walk's manifest is the answer and
@@ -310,82 +309,48 @@ class Store:
 
     def _walk_and_record(self, root: Path, forced: set[str],
                          monitor: Monitor | None) -> Manifest:
-        cache_file = self.root / "stat" / f"{folder_slug(root)}.json"
-        cached = _load_cache(cache_file)
-        cache: dict[str, list[Any]] = cached.get("files", {})
-        shape: dict[str, list[Any]] = cached.get("others", {})  # folders and links, as seen
-        started = time.time_ns()
-        files: dict[str, FileFacts] = {}
-        skipped: dict[str, str] = {}
-        ignored: list[str] = []
-        temps: list[str] = []
-        fresh: dict[str, list[Any]] = {}
-        added, dirty = 0, not cached.get("tree")
+        index_file = self.root / "stat" / f"{folder_slug(root)}.idx"
+        index = statindex.load(index_file)
+        walk = Walk(str(root), index, excluded=self._excluded(str(root)),
+                    forced=forced, visit=monitor.watch if monitor is not None else None,
+                    max_file=self.max_file)
+        files, skipped = walk.files, walk.skipped
+        added = 0
         wrote: list[Path] = []
-        seen: dict[str, list[Any]] = {}
-        bases = self._bases(root, cached.get("tree"))
-        for rel, info in _walk(str(root), skipped, ignored, temps,
-                               monitor.watch if monitor is not None else None,
-                               self._excluded(str(root))):
-            mode = info.st_mode
-            if stat.S_ISLNK(mode) or stat.S_ISDIR(mode):
-                if stat.S_ISLNK(mode):
-                    files[rel] = ("link", 0, 0, 0, os.readlink(os.path.join(root, rel)))
-                else:
-                    files[rel] = ("dir", stat.S_IMODE(mode), 0, 0, "")
-                seen[rel] = [files[rel][0], files[rel][1], files[rel][4]]
-                dirty = dirty or shape.get(rel) != seen[rel]
-                continue
+        bases = self._bases(root, index.tree if index is not None else None)
+        # Only the files the index cannot vouch for come here (new, changed, racy, forced).
+        for rel, info, previous in walk:
             size = info.st_size
             if size > self.max_file:
                 skipped[rel] = f"over the {self.max_file >> 20} MB limit for one file"
                 continue
-            key = [size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino]
-            known = cache.get(rel)
-            if known is not None and known[:4] == key and rel not in forced:
-                digest = known[4]  # unchanged since it was read: its blob is in the store
-            else:
-                dirty = True
-                if added + size > self.max_snapshot:
-                    skipped[rel] = (f"the snapshot reached its {self.max_snapshot >> 20} MB "
-                                    "limit")
-                    continue
-                try:
-                    with open(os.path.join(root, rel), "rb") as handle:
-                        data = handle.read()
-                except OSError as exc:  # vanished, or unreadable: not restorable
-                    skipped[rel] = f"could not be read ({exc.strerror})"
-                    continue
-                digest = hashlib.blake2b(data, digest_size=20).hexdigest()
-                if not self.has_blob(digest):
-                    self.blobs.put(digest, data, durable=False,
-                                   base=known[4] if known is not None else bases.of(rel))
-                    added += len(data)
-                    wrote.append(self.blob_path(digest))
-            files[rel] = ("file", stat.S_IMODE(mode), size, info.st_mtime_ns, digest)
-            # A file written within the clock's reach of now may change again unseen in the
-            # same mtime: it is not cached, so the next snapshot reads it again.
-            if started - info.st_mtime_ns > _RACY:
-                fresh[rel] = [*key, digest]
-            else:
-                dirty = True
-        # A tree that had files too new to cache (racy) cannot be named by the cache: one of
-        # them may be gone now, which no count would show.
-        racy = len(fresh) + len(seen) != len(files)
-        dirty = dirty or len(fresh) != len(cache) or len(seen) != len(shape) or \
-            bool(skipped) or ignored != cached.get("ignored", []) or not cached.get("whole")
-        # Every path as it was when the cached tree was taken: the same tree; else the id
-        # depends on content only (kind, mode, hash) in the walk's fixed order.
-        tree_id = manifest_id(files, skipped, ignored) if dirty else str(cached["tree"])
+            if added + size > self.max_snapshot:
+                skipped[rel] = f"the snapshot reached its {self.max_snapshot >> 20} MB limit"
+                continue
+            try:
+                with open(os.path.join(root, rel), "rb") as handle:
+                    data = handle.read()
+            except OSError as exc:  # vanished, or unreadable: not restorable
+                skipped[rel] = f"could not be read ({exc.strerror})"
+                continue
+            digest = hashlib.blake2b(data, digest_size=20).hexdigest()
+            if not self.has_blob(digest):
+                self.blobs.put(digest, data, durable=False,
+                               base=previous if previous is not None else bases.of(rel))
+                added += len(data)
+                wrote.append(self.blob_path(digest))
+            files[rel] = ("file", stat.S_IMODE(info.st_mode), size, info.st_mtime_ns, digest)
+        # Every folder as the index had it: the index's tree. Else the id depends on content
+        # only (kind, mode, hash) in the walk's fixed order.
+        tree_id = walk.tree or manifest_id(files, skipped, walk.ignored)
         target = self.root / "trees" / f"{tree_id}.json"
         if not target.exists():
             _sync(wrote)  # every new blob is on disk before a manifest can name it
-            self._write_manifest(tree_id, root, files, skipped, ignored, bases.tree())
-        if dirty:
-            self._put(cache_file, orjson.dumps({"tree": tree_id, "files": fresh,
-                                                "others": seen, "ignored": ignored,
-                                                "whole": not racy}), durable=False)
-        manifest = Manifest(tree_id, files, skipped, ignored, temps)
+            self._write_manifest(tree_id, root, files, skipped, walk.ignored, bases.tree())
+        if walk.tree is None:  # something was read: the next walk's index
+            self._put(index_file, statindex.dump(walk.started, tree_id, walk.meta,
+                                                 walk.recorded()), durable=False)
+        manifest = Manifest(tree_id, files, skipped, walk.ignored, walk.temps)
         self._last[str(root)] = manifest
         return manifest
 
@@ -395,10 +360,10 @@ class Store:
         """Delete every manifest not in `keep` and every blob no kept manifest names; returns
         (trees freed, blobs freed, bytes freed). Anything written in the last `grace`
         seconds is kept (a running session may not have recorded its newest snapshot yet),
-        and so is what a kept object is a delta of (`blobs.collect`). The stat cache is
+        and so is what a kept object is a delta of (`blobs.collect`). The stat index is
         dropped (the next snapshot re-reads what it needs)."""
         freed = collect(self, keep, grace)
-        for cache in (self.root / "stat").glob("*.json"):
+        for cache in (self.root / "stat").glob("*.*"):  # the index (and older .json caches)
             cache.unlink()
         self._last.clear()
         return freed
@@ -464,13 +429,3 @@ def manifest_id(files: dict[str, FileFacts], skipped: dict[str, str], ignored: l
     if skipped or ignored:
         body += orjson.dumps([sorted(skipped), ignored])
     return hashlib.blake2b(body, digest_size=20).hexdigest()
-
-
-def _load_cache(path: Path) -> dict[str, Any]:
-    """The stat cache: {"tree": the id of the tree it saw, "files": {path: [size, mtime,
-    ctime, inode, hash]}, "others": {path: [kind, mode, target]}}; {} if unreadable."""
-    try:
-        data = orjson.loads(path.read_bytes())
-    except (FileNotFoundError, orjson.JSONDecodeError):
-        return {}
-    return data if isinstance(data, dict) and isinstance(data.get("files"), dict) else {}

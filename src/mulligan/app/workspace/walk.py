@@ -2,87 +2,296 @@
 ignore (the `.gitignore` files as they are now, read with pathspec), in name order, never
 into `.git` nor through a link; what it skipped or found ignored is listed, not dropped.
 
-In: a root and the lists to fill. Out: (relative path, lstat) pairs, lazily. Never follows a
-link, never reads a file's content, never raises for one unreadable folder (it is listed in
-`skipped`)."""
+With the stat index of the last walk (`mulligan.app.workspace.statindex`), a folder whose own
+stat, ignore rules and every entry's stat are what the index recorded (and none of them racy)
+is taken whole from it: one lstat per path and one compare per folder, no readdir, no ignore
+matching, no hashing. Otherwise the folder is read; a name the index knows (same kind, the
+rules unchanged) keeps its ignore verdict, and a file whose stat is the recorded one, not
+racy, keeps its hash. Ignore rules are compiled once per file version (`_compiled`), and only
+when a path the index does not know needs them.
+
+In: a root, the index (or None), Mulligan's own files, the paths to read whatever the index
+says. Out: `Walk` -- iterate it for the files whose content must be read, filling `files`
+(the manifest's, in the walk's fixed order), `skipped`, `ignored`, `temps`; then `tree` is
+the index's snapshot id when every folder was taken whole, and `recorded()` what to write as
+the next index. Never follows a link, never reads a file's content, never raises for one
+unreadable folder (it is listed in `skipped`)."""
 
 from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Callable, Iterator
+import time
+from collections.abc import Callable, Iterable, Iterator
+from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+from mulligan.app.workspace.statindex import MARGIN, Folder, Index, Key, Recorded, key_of
 
 if TYPE_CHECKING:
     import pathspec
 
-__all__ = ["TEMP_MARK", "walk"]
+__all__ = ["TEMP_MARK", "Walk"]
 
 TEMP_MARK = ".mulligan-restore-"
+_OPEN_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+FileFacts = tuple[str, int, int, int, str]
+Rules = tuple[tuple[str, str, Key], ...]  # (base folder, .gitignore path, its key), outer first
+_SPECS: dict[tuple[str, Key], pathspec.GitIgnoreSpec | None] = {}  # compiled ignore files
 
 
-def walk(root: str, skipped: dict[str, str], ignored: list[str], temps: list[str],
-          visit: Callable[[str], None] | None = None,
-          excluded: tuple[set[str], list[tuple[str, str]]] = (set(), [])
-          ) -> Iterator[tuple[str, os.stat_result]]:
-    """(relative path, lstat) of every folder, file and link under `root` that git would not
-    ignore, folder by folder in name order, never into `.git` nor through a link. Unreadable
-    folders are listed in `skipped`; sockets, pipes and devices too; what is ignored (and
-    `excluded`: Mulligan's own files) in `ignored`, topmost only; a restore's temporary files
-    in `temps`. Paths are plain strings: this runs once per file on every snapshot.
-    `visit(folder)` is called with each folder's absolute path before it is read (and with
-    `.git/info`, whose `exclude` counts too)."""
-    exclude = os.path.join(root, ".git", "info", "exclude")
-    if visit is not None and os.path.isdir(os.path.dirname(exclude)):
-        visit(os.path.dirname(exclude))
-    base = [("", _spec(Path(exclude)))] if os.path.isfile(exclude) else []
-    stack: list[tuple[str, list[tuple[str, pathspec.GitIgnoreSpec | None]]]] = [("", base)]
-    isdir, isreg, islnk = stat.S_ISDIR, stat.S_ISREG, stat.S_ISLNK
-    whole, prefixes = excluded
-    mine = {rel.rpartition("/")[0] for rel in whole}
-    while stack:
-        rel_dir, specs = stack.pop()
-        here = os.path.join(root, rel_dir) if rel_dir else root
-        if visit is not None:  # before its .gitignore and its entries are read
-            visit(here)
+class Walk:
+    """One walk of `root` (absolute). `visit(folder)` is called with each folder's absolute
+    path before it is read (and with `.git/info`, whose `exclude` counts too), so a monitor
+    sees any change after the read. `forced`: files whose content is read whatever the index
+    says. `excluded`: Mulligan's own files (whole paths, and (folder, name prefix) pairs)."""
+
+    def __init__(self, root: str, index: Index | None, *,
+                 excluded: tuple[set[str], list[tuple[str, str]]] = (set(), []),
+                 forced: Iterable[str] = (), visit: Callable[[str], None] | None = None,
+                 max_file: int = 0) -> None:
+        self.root, self.visit = root, visit
+        self.started = time.time_ns()
+        self.files: dict[str, FileFacts] = {}
+        self.skipped: dict[str, str] = {}
+        self.ignored: list[str] = []
+        self.temps: list[str] = []
+        self.tree: str | None = None  # set when every folder was the index's
+        self.forced = set(forced)
+        self._excluded = excluded
+        self.meta = {"root": root, "max_file": max_file,
+                     "excluded": [sorted(excluded[0]), sorted(map(list, excluded[1]))]}
+        self._index = index
+        self._done: list[Recorded | tuple[str, Folder]] = []
+        self._taken = 0  # folders taken whole from the index
+
+    def __iter__(self) -> Iterator[tuple[str, os.stat_result, str | None]]:
+        """(relative path, lstat, the hash the index had there or None) of each regular file
+        whose content must be read; the caller puts its FileFacts in `files` (or its reason
+        in `skipped`) before taking the next."""
+        root, visit, index = self.root, self.visit, self._index
+        info_dir = os.path.join(root, ".git", "info")
+        if visit is not None and os.path.isdir(info_dir):
+            visit(info_dir)
+        exclude = os.path.join(info_dir, "exclude")
+        exclude_key = _rules_key(exclude)
+        self.meta["exclude"] = exclude_key
+        rules: Rules = (("", exclude, exclude_key),) if exclude_key is not None else ()
+        same = index is not None and index.meta.get("root") == root and \
+            index.meta.get("max_file") == self.meta["max_file"] and \
+            index.meta.get("excluded") == self.meta["excluded"] and \
+            _same_key(index, index.meta.get("exclude"), exclude_key)
+        forced_dirs = {rel.rpartition("/")[0] for rel in self.forced}
+        try:
+            top: Key | None = key_of(os.lstat(root))
+        except OSError:
+            top = None
+        stack: list[tuple[str, Key | None, Rules, bool]] = [("", top, rules, same)]
+        rootfd = os.open(root, _OPEN_DIR)
+        try:
+            lstat = partial(os.lstat, dir_fd=rootfd)
+            while stack:
+                rel_dir, key, rules, same = stack.pop()
+                here = os.path.join(root, rel_dir) if rel_dir else root
+                if visit is not None:  # watched, then its stat taken: a later change is seen
+                    visit(here)
+                    try:
+                        key = key_of(os.lstat(here))
+                    except OSError:
+                        key = None
+                old = index.folders.get(rel_dir) if index is not None else None
+                if same and index is not None and old is not None and key is not None \
+                        and rel_dir not in forced_dirs:
+                    taken = self._whole(index, rel_dir, here, key, old, lstat)
+                    if taken is not None:
+                        below, rules_key = taken
+                        if rules_key is not None:
+                            rules = (*rules, (rel_dir, os.path.join(here, ".gitignore"),
+                                              rules_key))
+                        stack.extend((r, k, rules, True) for r, k in reversed(below))
+                        continue
+                yield from self._read(rel_dir, here, key, rules, same, old, stack)
+        finally:
+            os.close(rootfd)
+        if self._taken == len(self._done) and index is not None and not self.forced:
+            self.tree = index.tree
+
+    def _whole(self, index: Index, rel_dir: str, here: str, key: Key, old: Folder,
+               lstat: Callable[[str], os.stat_result]
+               ) -> tuple[list[tuple[str, Key]], Key | None] | None:
+        """Take folder `old` from the index if its own stat, its .gitignore's and every
+        entry's are the recorded ones, none racy: (its subfolders' (path, key), its
+        .gitignore's key); else None, and nothing is taken."""
+        if not old.clean or old.key != key or index.racy(key):
+            return None
+        # Stated even when there was none: a .gitignore link may have found its target.
+        rules_key = _rules_key(os.path.join(here, ".gitignore"))
+        if rules_key != old.rules or (rules_key is not None and index.racy(rules_key)):
+            return None
+        end = old.start + old.entries
+        rels, keys = index.rels[old.start:end], index.keys[old.start:end]
+        try:
+            now = list(map(key_of, map(lstat, rels)))
+        except OSError:
+            return None
+        if now != keys:
+            return None
+        facts = index.facts[old.start:end]
+        self.files.update(zip(rels, facts, strict=True))
+        self.ignored += index.ignored[old.ign:old.ign + old.ignored]
+        self._done.append((rel_dir, old))
+        self._taken += 1
+        return [(r, k) for r, k, f in zip(rels, keys, facts, strict=True) if f[0] == "dir"], \
+            rules_key
+
+    def _read(self, rel_dir: str, here: str, key: Key | None, rules: Rules, same: bool,
+              old: Folder | None, stack: list[tuple[str, Key | None, Rules, bool]]
+              ) -> Iterator[tuple[str, os.stat_result, str | None]]:
+        """Read one folder: its names, their ignore verdicts, their stats; files whose content
+        is not known from the index are yielded; its subfolders go on `stack`."""
+        index = self._index
+        known: dict[str, tuple[Key, FileFacts]] = {}  # rel -> (key, facts) as recorded
+        if old is not None and index is not None:
+            end = old.start + old.entries
+            known.update(zip(index.rels[old.start:end],
+                             zip(index.keys[old.start:end], index.facts[old.start:end],
+                                 strict=True), strict=True))
         ignore_file = os.path.join(here, ".gitignore")
-        if os.path.isfile(ignore_file):
-            specs = [*specs, (rel_dir, _spec(Path(ignore_file)))]
-        specs = [(b, s) for b, s in specs if s is not None]
+        rules_key = _rules_key(ignore_file)
+        if rules_key is not None:
+            rules = (*rules, (rel_dir, ignore_file, rules_key))
+        # The verdicts the index holds hold while the rules are those it saw, and not racy.
+        verdicts = same and old is not None and index is not None and \
+            old.rules == rules_key and (rules_key is None or not index.racy(rules_key))
+        racy_from = self.started - MARGIN
+        # Taken whole next time only if nothing in it (itself included) is racy now.
+        record = Recorded(rel_dir, key or (0, 0, 0, 0, 0), rules_key, [], [], [], [],
+                          key is not None and key[2] < racy_from and key[3] < racy_from and
+                          (rules_key is None or (rules_key[2] < racy_from and
+                                                 rules_key[3] < racy_from)))
+        self._done.append(record)
         prefix = rel_dir + "/" if rel_dir else ""
         try:
             with os.scandir(here) as found:
                 items = sorted(found, key=lambda e: e.name)
         except OSError as exc:
-            skipped[rel_dir or "."] = f"folder could not be read ({exc.strerror})"
-            continue
-        below = []
+            self.skipped[rel_dir or "."] = f"folder could not be read ({exc.strerror})"
+            record.clean = False
+            return
+        whole, prefixes = self._excluded
+        mine = {rel.rpartition("/")[0] for rel in whole}
+        below: list[tuple[str, Key | None, Rules, bool]] = []
+        specs: list[tuple[str, pathspec.GitIgnoreSpec | None]] | None = None
+        files, forced = self.files, self.forced
         for item in items:
             name = item.name
             if name == ".git":
                 continue  # "ignored" by Manifest.state's own rule
             rel = prefix + name
             if TEMP_MARK in name:
-                temps.append(rel)
+                self.temps.append(rel)
+                record.clean = False
                 continue
             if rel_dir in mine and (rel in whole or any(
                     folder == rel_dir and name.startswith(start) for folder, start in prefixes)):
-                ignored.append(rel)
+                self.ignored.append(rel)
+                record.ignored.append(rel)
                 continue
             info = item.stat(follow_symlinks=False)
             mode = info.st_mode
-            folder = isdir(mode)
-            if specs and _ignored(rel, folder, specs):
-                ignored.append(rel)
+            folder = stat.S_ISDIR(mode)
+            was = known.get(rel)
+            # Recorded, of the same kind, under the same rules: still not ignored. (A name
+            # that was ignored is matched again: "build/" ignores a folder, not a file.)
+            if verdicts and was is not None and (was[1][0] == "dir") == folder:
+                out = False
+            else:
+                if specs is None:
+                    specs = [(base, _compiled(path, k)) for base, path, k in rules]
+                    specs = [(b, s) for b, s in specs if s is not None]
+                out = bool(specs) and _ignored(rel, folder, specs)
+            if out:
+                self.ignored.append(rel)
+                record.ignored.append(rel)
                 continue
-            if not (folder or isreg(mode) or islnk(mode)):
-                skipped[rel] = "not a file, folder or link (a pipe, socket, device)"
+            if not (folder or stat.S_ISREG(mode) or stat.S_ISLNK(mode)):
+                self.skipped[rel] = "not a file, folder or link (a pipe, socket, device)"
+                record.clean = False
                 continue
-            yield rel, info
+            now: Key = key_of(info)
+            trusted = was is not None and was[0] == now and index is not None and \
+                not index.racy(now)
+            if now[2] >= racy_from or now[3] >= racy_from:
+                record.clean = False  # racy for the next walk too
+            record.rels.append(rel)
+            record.keys.append(now)
             if folder:
-                below.append((rel, specs))
+                files[rel] = ("dir", stat.S_IMODE(mode), 0, 0, "")
+                below.append((rel, now, rules, verdicts))
+            elif stat.S_ISLNK(mode):
+                files[rel] = was[1] if trusted and was is not None else (
+                    "link", 0, 0, 0, os.readlink(os.path.join(here, name)))
+            elif trusted and was is not None and rel not in forced:
+                files[rel] = ("file", stat.S_IMODE(mode), now[1], now[2], was[1][4])
+            else:
+                yield rel, info, was[1][4] if was is not None and was[1][0] == "file" else None
+                if rel not in files:  # the caller skipped it: not in the manifest
+                    record.clean = False
         stack.extend(reversed(below))
+
+    def recorded(self) -> list[Recorded]:
+        """The folders as this walk saw them, in its order, with the facts the manifest has
+        (a file the caller skipped is left out), for the next index."""
+        out: list[Recorded] = []
+        index, files = self._index, self.files
+        for done in self._done:
+            if isinstance(done, Recorded):
+                kept = [n for n, rel in enumerate(done.rels) if rel in files]
+                out.append(Recorded(done.rel, done.key, done.rules,
+                                    [done.rels[n] for n in kept],
+                                    [done.keys[n] for n in kept],
+                                    [files[done.rels[n]] for n in kept],
+                                    done.ignored, done.clean))
+            else:
+                assert index is not None
+                rel, old = done
+                end = old.start + old.entries
+                out.append(Recorded(rel, old.key, old.rules, index.rels[old.start:end],
+                                    index.keys[old.start:end], index.facts[old.start:end],
+                                    index.ignored[old.ign:old.ign + old.ignored], old.clean))
+        return out
+
+
+def _same_key(index: Index, recorded: Any, now: Key | None) -> bool:
+    if now is None:
+        return recorded is None
+    return isinstance(recorded, list) and tuple(recorded) == now and not index.racy(now)
+
+
+def _rules_key(path: str) -> Key | None:
+    """The stat key of an ignore file, following a link as git's reading does; None if it is
+    not a file."""
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    return key_of(info) if stat.S_ISREG(info.st_mode) else None
+
+
+def _compiled(path: str, key: Key) -> pathspec.GitIgnoreSpec | None:
+    """The compiled rules of ignore file `path` as it is at `key` (once per version: a file
+    changed in the same tick is compiled again only after `MARGIN`, the racy rule's margin)."""
+    found = _SPECS.get((path, key), False)
+    if found is not False:
+        return found  # type: ignore[return-value]
+    spec = _spec(Path(path))
+    settled = time.time_ns() - MARGIN
+    if key[2] < settled and key[3] < settled:
+        if len(_SPECS) > 1024:
+            _SPECS.clear()
+        _SPECS[(path, key)] = spec
+    return spec
 
 
 def _spec(path: Path) -> pathspec.GitIgnoreSpec | None:
