@@ -14,7 +14,6 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from mulligan.app.models import model_label, resolve
 from mulligan.home import mulligan_home
 from mulligan.messages import Content
 
@@ -121,6 +120,7 @@ def build_controller(args: argparse.Namespace, err: TextIO, *, defer: bool = Fal
     asked (the REPL sets the asker); the default permission mode is then "ask", else
     "auto". Nothing else starts: the caller calls `begin` (MCP servers, the collector)."""
     from mulligan.app.controller import Controller
+    from mulligan.app.models import model_label, resolve
     from mulligan.app.permissions import Permissions
     from mulligan.app.secrets import Secrets
     from mulligan.providers.config import environment, load_config

@@ -14,7 +14,6 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
-from mulligan.app.models import resolve
 from mulligan.app.sessions.catalog import find_session_file
 from mulligan.modes.common import (
     UsageError,
@@ -230,6 +229,7 @@ def back_summarised(args: argparse.Namespace, log: SessionLog, home: Path,
     --model (Ctrl-C meanwhile: a plain branch line instead)."""
     import threading
 
+    from mulligan.app.models import resolve
     from mulligan.app.rewind.back import go_back
 
     model = resolve(args.back_model, base_url=None, home=home, err=sys.stderr)

@@ -63,7 +63,10 @@ def to_html(entries: Sequence[Entry], tip: str | None, *, title: str, session: b
     """The page (see the module docstring); `markdown_js` is the markdown-it build to embed
     (a missing one: Markdown shown as text). `entries` are the file's, read once by the
     caller: here only the session's name, its labels and the tool calls' diffs come of them."""
-    info = next((e for e in entries if e.get("type") == "session_info"), {})
+    # One pass picks the few entries the export reads (the session's facts, labels, attempts
+    # and their checks, tool calls that changed files); the rest are only the page's to read.
+    few = [e for e in entries if e.get("type") in _FEW or "attempt" in e or "workspace" in e]
+    info = next((e for e in few if e.get("type") == "session_info"), {})
     meta = " · ".join(f"{key} {info[key]}" for key in ("name", "model", "cwd", "created")
                       if info.get(key))
     if info.get("name"):
@@ -74,7 +77,7 @@ def to_html(entries: Sequence[Entry], tip: str | None, *, title: str, session: b
                  " found at export time")
     # What the page cannot know from the file: the tip, the labels as /tree shows them, and
     # each tool call's file changes (from the snapshot store, which the page does not hold).
-    data = {"tip": tip, "labels": all_labels(entries), "changes": _changes(entries, store)}
+    data = {"tip": tip, "labels": all_labels(few), "changes": _changes(few, store)}
     parts = {
         "__TITLE__": _e(title),
         "__META__": _e(meta) + f" · {len(entries)} entries",
@@ -99,6 +102,7 @@ def to_html(entries: Sequence[Entry], tip: str | None, *, title: str, session: b
 
 
 _SLOT = re.compile(r"__[A-Z]+__")
+_FEW = frozenset({"session_info", "label", "check"})
 
 
 @functools.cache
