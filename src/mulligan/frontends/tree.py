@@ -85,6 +85,9 @@ def render_tree(
 
     def visible_children(entry_id: str | None) -> list[str]:
         # A hidden entry (a label line) passes its children up to its parent.
+        kids = children.get(entry_id)
+        if kids is not None and len(kids) == 1 and kids[0] not in hidden:
+            return kids  # most entries: one child, drawn (the walk below gives the same)
         found: list[str] = []
         stack, seen = list(reversed(children.get(entry_id, []))), set()
         while stack:
@@ -144,8 +147,11 @@ def render_tree(
                 if not kids:
                     frames.pop()
                     continue
-                frame.main = next((k for k in kids if k in on_path), kids[-1])
-                frame.sides = [k for k in kids if k != frame.main][::-1]
+                if len(kids) == 1:  # most entries: no side branch
+                    frame.main, frame.sides = kids[0], []
+                else:
+                    frame.main = next((k for k in kids if k in on_path), kids[-1])
+                    frame.sides = [k for k in kids if k != frame.main][::-1]
             if not frame.sides:
                 frame.current, frame.sides = frame.main, None
                 continue
