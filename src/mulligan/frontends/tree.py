@@ -105,13 +105,14 @@ def render_tree(
         drawn.add(entry_id)
         tag = f" [{labels[entry_id]}]" if entry_id in labels else ""
         tag += damage.get(entry_id, "")
-        changed = by_id[entry_id].get("workspace")
-        if isinstance(changed, Mapping) and changed.get("changed"):
+        entry = by_id[entry_id]
+        changed = entry.get("workspace")
+        if changed and isinstance(changed, Mapping) and changed.get("changed"):
             tag += f" ✎{len(changed['changed'])}"  # this entry changed files
         tip_tag = TIP_MARK if entry_id == shown_tip else ""
         head = f"{prefix}{entry_id:<{id_width}} "
         room = width - len(head) - len(tag) - len(tip_tag)
-        words = describe(by_id[entry_id], max(room, 1))
+        words = describe(entry, max(room, 1))
         return head + cut(words, room) + tag + tip_tag
 
     def folded(prefix: str, root: str) -> str:
