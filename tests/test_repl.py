@@ -454,7 +454,7 @@ def test_the_history_file_is_private_like_the_sessions(tmp_path, new_file):
 
 def test_the_banner_and_resume_count_one_message_in_the_singular(tmp_path, new_file):
     from mulligan.frontends.commands import resume_to
-    from mulligan.frontends.repl import banner
+    from mulligan.frontends.terminal.banner import banner
     from mulligan.testing import user
 
     log = SessionLog(new_file)

@@ -3,16 +3,19 @@ it makes recorded (with the thread that made it) by an audit hook installed befo
 is imported.
 
 Before the prompt is on the screen, the main thread imports no provider SDK, no Markdown
-parser, no gitignore matcher and none of the machinery of going back, restoring or running
-attempts; the hosted model's SDK is imported afterwards, on the model's own loading thread,
-without a key being pressed. A top-level import re-added anywhere on the way to the prompt
-fails the first assertion; the loading thread started before the prompt fails the second.
+parser, no gitignore matcher, not rich (the banner is printed without it) and none of the
+machinery of going back, restoring or running attempts; the hosted model's SDK is imported
+afterwards, on the model's own loading thread, without a key being pressed. A top-level
+import re-added anywhere on the way to the prompt fails the first assertion; the loading
+thread started before the prompt fails the second.
 """
 
 from __future__ import annotations
 
+import io
 import os
 import pty
+import random
 import select
 import subprocess
 import sys
@@ -22,7 +25,7 @@ from pathlib import Path
 # What the first prompt must not wait for (a module absent from this machine is trivially
 # absent from the list: the test still guards the others).
 DEFERRED = ("anthropic", "openai", "google.genai", "pydantic", "httpx", "mcp", "PIL",
-            "xllamacpp", "markdown_it", "pathspec", "merge3",
+            "xllamacpp", "markdown_it", "pathspec", "merge3", "rich",
             "mulligan.providers.anthropic", "mulligan.app.rewind.back",
             "mulligan.app.workspace.restore", "mulligan.app.attempts.run",
             "mulligan.app.attempts.session", "mulligan.app.exports.html")
@@ -86,3 +89,35 @@ def test_the_first_prompt_imports_no_sdk_and_the_model_loads_after_it_is_drawn(t
         if process.poll() is None:
             process.kill()
         os.close(fd)
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_the_lines_before_the_first_prompt_are_printed_as_rich_prints_them(monkeypatch):
+    """`print_lines` stands in for rich before the first prompt: the same bytes for the same
+    line -- wrapped at the same places (long words folded, wide characters counted as two
+    cells), dimmed the same way -- and an escape sequence in a folder's name taken out."""
+    from rich.console import Console
+
+    from mulligan.frontends.terminal.banner import print_lines
+
+    words = ["session:", "/tmp/pytest-of-root/pytest-12/test_resume_picks_a_session_wi0/home/"
+             "sessions/2026-12-01T17-57-13_abcdef.jsonl", "(2", "messages)", "·", "model",
+             "anthropic/claude-sonnet-4-6", "a", "", "  ", "日本語のフォルダ", "x" * 37]
+    rnd = random.Random(3)
+    for _ in range(2000):
+        line = " ".join(rnd.choice(words) for _ in range(rnd.randint(0, 12)))
+        line = rnd.choice(["", "  "]) + line + rnd.choice(["", "   "])
+        width = rnd.choice([10, 20, 33, 80, 100])
+        monkeypatch.setenv("COLUMNS", str(width))
+        theirs, mine = io.StringIO(), _Terminal()
+        Console(file=theirs, width=width, force_terminal=True, color_system="standard").print(
+            line, style="dim", markup=False, highlight=False)
+        print_lines([line], "dim", out=mine)
+        assert mine.getvalue() == theirs.getvalue(), (line, width)
+    mine = _Terminal()
+    print_lines(["cwd /tmp/a\x1b]0;owned\x07b\x1b[2Jc"], "dim", out=mine)
+    assert mine.getvalue() == "\x1b[2mcwd /tmp/abc\x1b[0m\n"

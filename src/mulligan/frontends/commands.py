@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mulligan.app import Controller, SessionSummary, model_label
-from mulligan.frontends.live import compaction_line
 from mulligan.frontends.slash import (
     KeyQuestion,
     ListPick,
@@ -297,6 +296,8 @@ def _compact(c: Controller, args: list[str], width: int,
             ended.append(event)
         elif on_event is not None:
             on_event(event)
+
+    from mulligan.frontends.live import compaction_line
 
     c.compact(" ".join(args), on_event=seen)
     return Outcome([compaction_line(ended[-1])] if ended else [], error=bool(

@@ -18,7 +18,7 @@ import signal
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from prompt_toolkit import PromptSession
 from prompt_toolkit.application.current import create_app_session
@@ -31,16 +31,12 @@ from prompt_toolkit.output import Output
 from prompt_toolkit.patch_stdout import patch_stdout
 from prompt_toolkit.shortcuts.choice_input import ChoiceInput
 from prompt_toolkit.styles import Style
-from rich.console import Console
 
-from mulligan import __version__
-from mulligan.app import Controller, LeaseHeld, Refused, model_label
+from mulligan.app import Controller, LeaseHeld, Refused
 from mulligan.app.models import start_loading
 from mulligan.app.permissions import Answer, Question
 from mulligan.frontends.attempt_commands import busy, live_lines
-from mulligan.frontends.commands import count
 from mulligan.frontends.extensions import custom_entries
-from mulligan.frontends.live import LiveRenderer, show_recap
 from mulligan.frontends.slash import KeyQuestion, Outcome, TreeWalk, run_command
 from mulligan.frontends.status import status_line
 from mulligan.frontends.terminal.attachments import with_attachments
@@ -50,6 +46,11 @@ from mulligan.frontends.terminal.toolbar import toolbar
 from mulligan.frontends.terminal.tree_walk import walk_tree
 from mulligan.home import create_private
 from mulligan.messages import HUNG_UP, TERMINATED
+
+if TYPE_CHECKING:  # rich and the run's renderer are imported at the first output, not before
+    from rich.console import Console  # the first prompt
+
+    from mulligan.frontends.live import LiveRenderer
 
 
 class Repl:
@@ -61,7 +62,7 @@ class Repl:
                  input: Input | None = None, output: Output | None = None,
                  history_file: Path | None = None, width: int | None = None) -> None:
         self.controller = controller
-        self.console = console or Console(highlight=False)
+        self._console = console
         self.width = width
         self._patch_stdout = output is None  # a real terminal: print above the live prompt
         self._ctrl_c = False
@@ -91,6 +92,14 @@ class Repl:
         self._question: _Pending | None = None  # a permission question waiting for an answer
         if controller.permissions is not None:
             controller.permissions.asker = self.ask_permission
+
+    @property
+    def console(self) -> Console:
+        if self._console is None:
+            from rich.console import Console
+
+            self._console = Console(highlight=False)
+        return self._console
 
     def _typing_command(self) -> bool:
         text = self.session.default_buffer.text
@@ -283,6 +292,8 @@ class Repl:
         if content is None:
             self._mark_idle()
             return
+        from mulligan.frontends.live import LiveRenderer
+
         events = self.controller.run_prompt(content)
         renderer = LiveRenderer(self.console, line_buffered=self._patch_stdout,
                                 markdown=self._patch_stdout)
@@ -345,6 +356,8 @@ class Repl:
             self._print(shown, "red" if outcome.error else _diff_style(shown) if outcome.diff
                         else None)
         if outcome.recap:  # /resume: where that branch left off, rendered as it was shown
+            from mulligan.frontends.live import show_recap
+
             show_recap(self.console, outcome.recap)
         if outcome.fill is not None:
             self._fill = outcome.fill
@@ -478,23 +491,3 @@ def _safely(action: Callable[[], Outcome], width: int) -> Outcome:
         return result
     except (Refused, LeaseHeld, ValueError, OSError) as exc:
         return Outcome([str(exc)], error=True)
-
-
-def banner(controller: Controller) -> list[str]:
-    """The lines printed when the REPL starts: version, model, folder, session."""
-    if controller.where is None:
-        where = "not saved (--no-session)"
-    elif controller.started:
-        where = f"{controller.where} ({count(len(controller.harness.messages), 'message')})"
-    else:
-        where = "new (written at the first message)"
-    lines = [f"mulligan {__version__} · model {model_label(controller.model)} · "
-             f"{controller.cwd}", f"session: {where}"]
-    if controller.model_notice:
-        lines.append(controller.model_notice)
-    if controller.notice:
-        lines.append(controller.notice)
-    if controller.permissions is not None:
-        lines.append(controller.permissions.describe() + " (/permissions to change)")
-    lines.append("/help for commands · Enter sends · Alt-Enter new line · Ctrl-D quits")
-    return lines

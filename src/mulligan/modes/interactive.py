@@ -21,11 +21,11 @@ from mulligan.modes.common import (
 
 
 def run_interactive(args: argparse.Namespace, err: TextIO) -> int:
-    """The REPL in the working folder."""
-    from rich.console import Console
-
-    from mulligan.frontends.live import show_recap
-    from mulligan.frontends.repl import Repl, banner
+    """The REPL in the working folder. What it prints before its first prompt is printed
+    without rich (`frontends.terminal.banner`): rich is imported at the first output after
+    it, or here for a resumed branch's recap."""
+    from mulligan.frontends.repl import Repl
+    from mulligan.frontends.terminal.banner import banner, print_lines
 
     if not sys.stdin.isatty():
         raise UsageError("stdin is not a terminal: use -p TASK for one run "
@@ -38,18 +38,22 @@ def run_interactive(args: argparse.Namespace, err: TextIO) -> int:
     load = getattr(controller.model, "load", None)
     if callable(load):
         load()  # a local model's "loading model" line, before the prompt can draw over it
-    console = Console(highlight=False)
-    for line in banner(controller):
-        console.print(line, style="dim", markup=False, highlight=False)
-    for line in controller.extensions.problems if controller.extensions else []:
-        console.print(line, style="yellow", markup=False, highlight=False)
-    show_recap(console, controller.harness.messages)  # resuming: where the branch left off
+    print_lines(banner(controller), "dim")
+    print_lines(controller.extensions.problems if controller.extensions else [], "yellow")
+    console = None
+    if controller.harness.messages:  # resuming: where the branch left off
+        from rich.console import Console
+
+        from mulligan.frontends.live import show_recap
+
+        console = Console(highlight=False)
+        show_recap(console, controller.harness.messages)
     # --no-session writes nothing, the input history included.
     history = None if args.no_session else home_of() / "history"
     status = Repl(controller, console=console, history_file=history).run()
     if controller.started and controller.where is not None:
-        with contextlib.suppress(OSError):  # the terminal may be gone (SIGHUP)
-            console.print(f"session saved (mulligan -c to continue): {controller.where}",
-                          style="dim", markup=False, highlight=False)
+        with contextlib.suppress(OSError, ValueError):  # the terminal may be gone (SIGHUP)
+            print_lines([f"session saved (mulligan -c to continue): {controller.where}"],
+                        "dim")
     return status
 

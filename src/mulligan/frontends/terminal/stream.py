@@ -11,9 +11,12 @@ Never prints by itself; never raises on odd Markdown (it is just text to markdow
 
 from __future__ import annotations
 
-from rich.console import Console
-from rich.segment import Segment
-from rich.text import Text
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # imported where used: `wrap_words`'s importers load before the first prompt
+    from rich.console import Console
+    from rich.segment import Segment
+    from rich.text import Text
 
 __all__ = ["MarkdownStream", "wrap_words"]
 
@@ -79,6 +82,8 @@ class MarkdownStream:
 def _trimmed(segments: list[Segment]) -> Text:
     """A rendered line as Text without the padding rich adds to fill the width (kept where
     it has a background, as a code block's)."""
+    from rich.text import Text
+
     text = Text()
     for segment in segments:
         if segment.control is None:
@@ -92,6 +97,9 @@ def _trimmed(segments: list[Segment]) -> Text:
 def wrap_words(text: str, width: int) -> list[str]:
     """`text` wrapped at `width` columns at spaces (a word longer than the width alone is
     cut), blank lines kept: for the live area, which the terminal does not wrap."""
+    from rich.console import Console
+    from rich.text import Text
+
     width = max(width, 10)
     lines: list[str] = []
     measure = Console(width=width)

@@ -11,12 +11,15 @@ terminal's size and the status line. Out: prompt_toolkit formatted text. Reads, 
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
 
 from prompt_toolkit.formatted_text import StyleAndTextTuples
 
-from mulligan.frontends.live import LiveRenderer
 from mulligan.frontends.terminal.running import RUNNING_LINES
 from mulligan.frontends.terminal.stream import wrap_words
+
+if TYPE_CHECKING:  # the renderer (and rich) come with the first run, after the first prompt
+    from mulligan.frontends.live import LiveRenderer
 
 __all__ = ["SPINNER", "toolbar"]
 
