@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 from mulligan.app.workspace import statindex
+from mulligan.app.workspace.monitor import Monitor
 from mulligan.app.workspace.restore import RestoreRefused
 from mulligan.app.workspace.snapshots import Store
 from mulligan.home import folder_slug
@@ -60,10 +61,12 @@ def test_a_walk_from_the_index_records_what_a_walk_without_one_does_after_any_ch
     store.snapshot(root)
     time.sleep(SETTLE)  # from here on, what a round leaves untouched is taken whole
     store.snapshot(root)
-    for operation in OPERATIONS * 3:
+    for n, operation in enumerate(OPERATIONS * 3):
         act(root, operation, rnd)
         if rnd.random() < 0.3:
             act(root, rnd.choice(OPERATIONS), rnd)
+        if n % 2:  # a new process: the index read back from disk, not the one in memory
+            store = Store(tmp_path / "home")
         indexed = store.snapshot(root)
         walked = reference(root, tmp_path / "reference")
         assert (indexed.files, indexed.ignored, indexed.skipped, indexed.id) == (
@@ -157,7 +160,7 @@ def test_a_damaged_or_foreign_index_is_no_index(tmp_path):
         assert statindex.parse(damaged) is None
     path.write_bytes(data[:len(data) // 2])
     (root / "README").write_text("changed\n")
-    again = store.snapshot(root)
+    again = Store(tmp_path / "home").snapshot(root)  # a new process, with the damaged index
     assert again.id != first.id and store.read_blob(again.files["README"][4]) == b"changed\n"
 
 
@@ -174,3 +177,18 @@ def test_an_edited_gitignore_that_ignores_itself_still_changes_what_is_ignored(t
     indexed = store.snapshot(root)
     assert "src/a.py" not in indexed.files and "src/a.py" in indexed.ignored
     assert indexed.files == reference(root, tmp_path / "ref").files  # type: ignore[attr-defined]
+
+
+def test_a_watched_folders_index_is_kept_in_memory_and_written_when_the_recorder_stops(
+        tmp_path):
+    root = tree(tmp_path / "work")
+    store, monitor = Store(tmp_path / "home"), Monitor.start(root)
+    assert monitor is not None
+    first = store.snapshot(root, monitor=monitor)  # the first walk's index is written
+    assert statindex.load(index_file(store, root)).tree == first.id  # type: ignore[union-attr]
+    (root / "README").write_text("changed\n")
+    second = store.snapshot(root, monitor=monitor)
+    assert statindex.load(index_file(store, root)).tree == first.id  # type: ignore[union-attr]
+    store.flush()  # what Checkpoints.close does
+    assert statindex.load(index_file(store, root)).tree == second.id  # type: ignore[union-attr]
+    monitor.close()

@@ -35,7 +35,7 @@ import threading
 import time
 import zlib
 from collections import OrderedDict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from itertools import accumulate
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -69,10 +69,12 @@ def _hash(data: bytes | memoryview) -> bytes:
     return hashlib.blake2b(data, digest_size=20).digest()
 
 
-def write_atomic(target: Path, data: bytes, *, durable: bool = True) -> None:
+def write_atomic(target: Path, data: bytes, *, durable: bool = True,
+                 along: Sequence[Path] = ()) -> None:
     """Write `data` to `target` whole or not at all (temp + rename), 0600 in 0700 folders;
     `durable` fsyncs it first (blobs are not: one sync covers them all before their
-    manifest)."""
+    manifest), together with the files `along` (the blobs a manifest names: synced at the
+    same time, one wait for the disk instead of one each, all before the rename)."""
     folder = target.parent
     if not folder.is_dir():
         private_dirs(folder)
@@ -83,12 +85,39 @@ def write_atomic(target: Path, data: bytes, *, durable: bool = True) -> None:
             out.write(data)
             if durable:
                 out.flush()
-                os.fsync(out.fileno())
+                _sync_together(out.fileno(), along)
         os.replace(temp, target)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(temp)
         raise
+
+
+def _sync_together(fd: int, along: Sequence[Path]) -> None:
+    """fsync `fd` and the files `along` concurrently (the filesystem's journal commits them
+    together); raises the first failure after every sync has ended."""
+    failed: list[BaseException] = []
+
+    def sync(path: Path) -> None:
+        try:
+            handle = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+            try:
+                os.fsync(handle)
+            finally:
+                os.close(handle)
+        except BaseException as exc:  # noqa: BLE001 - re-raised below, in the caller
+            failed.append(exc)
+
+    threads = [threading.Thread(target=sync, args=(path,)) for path in along]
+    for thread in threads:
+        thread.start()
+    try:
+        os.fsync(fd)
+    finally:
+        for thread in threads:
+            thread.join()
+    if failed:
+        raise failed[0]
 
 
 class Objects:
@@ -106,7 +135,7 @@ class Objects:
     # ---- writing ------------------------------------------------------------------------
 
     def put(self, name: str, data: bytes, *, base: str | None = None,
-            durable: bool = True) -> None:
+            durable: bool = True, along: Sequence[Path] = ()) -> None:
         """Store `data` as object `name`: as a delta against object `base` (the previous
         version at the same path) when that is much smaller, else compressed, else raw."""
         digest = bytes.fromhex(name) if self.by_content else _hash(data)
@@ -120,7 +149,7 @@ class Objects:
                 form = MAGIC + _WHOLE + digest + packed
             else:
                 form = data  # incompressible: raw, as an old store keeps everything
-        write_atomic(self.path_of(name), form, durable=durable)
+        write_atomic(self.path_of(name), form, durable=durable, along=along)
         self._remember(name, data)
 
     def _delta_form(self, digest: bytes, data: bytes, base: str) -> bytes | None:

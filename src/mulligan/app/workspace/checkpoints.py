@@ -126,8 +126,11 @@ class Checkpoints:
             return None
 
     def close(self) -> None:
-        """Stop watching the folder (the snapshots walk again). Idempotent."""
+        """Stop watching the folder (the snapshots walk again), and write the stat index the
+        store kept in memory. Idempotent."""
         self._monitoring = False
+        with contextlib.suppress(OSError):  # a cache: a home that cannot be written loses it
+            self.store.flush()
         if self.monitor is not None:
             self.monitor.close()
             self.monitor = None

@@ -33,7 +33,8 @@ import hashlib
 import os
 import re
 import stat
-from collections.abc import Iterable
+import time
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -55,6 +56,7 @@ FileFacts = tuple[str, int, int, int, str]
 _HEX40 = re.compile(r"[0-9a-f]{40}")
 MAX_FILE = 20 << 20  # bytes: a larger file is not kept (listed as not restorable)
 MAX_SNAPSHOT = 1 << 30  # bytes of new content one snapshot may add to the store
+SAVE_EVERY = 30.0  # seconds: how stale a monitored folder's index on disk may get
 # A restore writes ".<name>.mulligan-restore-<pid>" and renames it into place: never recorded.
 
 
@@ -142,6 +144,12 @@ class Store:
         # The manifest last written or loaded for each folder: its files are the delta bases
         # of the next snapshot's changed files, and it the base of the next manifest.
         self._last: dict[str, Manifest] = {}
+        # The stat index of each folder's last walk here (`statindex`), and when it was last
+        # written to disk: with a monitor, walks follow changes closely, and the disk copy
+        # (for the next process) is written at most every SAVE_EVERY seconds and at `flush`.
+        self._indexes: dict[str, statindex.Index] = {}
+        self._saved: dict[str, float] = {}
+        self._unsaved: set[str] = set()
 
     def exclude_session(self, session_file: Path) -> None:
         """Never record `session_file` nor its sidecars (same name plus a suffix), and
@@ -224,16 +232,17 @@ class Store:
 
     def _write_manifest(self, tree_id: str, root: Path, files: dict[str, FileFacts],
                         skipped: dict[str, str], ignored: list[str],
-                        base: str | None = None) -> None:
-        """Write manifest `tree_id` (after its blobs), as a delta against `base` (the
-        folder's previous manifest) when that is small. One path a line, so a delta by lines
-        copies every path that did not change."""
+                        base: str | None = None, along: Sequence[Path] = ()) -> None:
+        """Write manifest `tree_id` (after its blobs: `along` are synced with it, before it
+        is renamed into place), as a delta against `base` (the folder's previous manifest)
+        when that is small. One path a line, so a delta by lines copies every path that did
+        not change."""
         body = orjson.dumps({"version": 1, "root": str(root), "files": files,
                              "skipped": skipped, "ignored": ignored})
         # '],"' is only ever the end of one path's facts and the start of the next key: a
         # quote inside a JSON string is escaped, so this adds whitespace between tokens only.
         body = body.replace(b'],"', b'],\n"')
-        self.manifests.put(tree_id, body, base=base)
+        self.manifests.put(tree_id, body, base=base, along=along)
 
     def _bases(self, root: Path, tree_id: object) -> _Bases:
         """What the next snapshot of `root` may store its changes as deltas against: the
@@ -309,8 +318,7 @@ class Store:
 
     def _walk_and_record(self, root: Path, forced: set[str],
                          monitor: Monitor | None) -> Manifest:
-        index_file = self.root / "stat" / f"{folder_slug(root)}.idx"
-        index = statindex.load(index_file)
+        index = self._indexes.get(str(root)) or statindex.load(self._index_file(str(root)))
         walk = Walk(str(root), index, excluded=self._excluded(str(root)),
                     forced=forced, visit=monitor.watch if monitor is not None else None,
                     max_file=self.max_file)
@@ -340,19 +348,44 @@ class Store:
                 added += len(data)
                 wrote.append(self.blob_path(digest))
             files[rel] = ("file", stat.S_IMODE(info.st_mode), size, info.st_mtime_ns, digest)
-        # Every folder as the index had it: the index's tree. Else the id depends on content
-        # only (kind, mode, hash) in the walk's fixed order.
-        tree_id = walk.tree or manifest_id(files, skipped, walk.ignored)
+        # Just what the index describes: its tree. Else the id depends on content only
+        # (kind, mode, hash) in the walk's fixed order.
+        same = walk.unchanged()
+        tree_id = same or manifest_id(files, skipped, walk.ignored)
         target = self.root / "trees" / f"{tree_id}.json"
         if not target.exists():
-            _sync(wrote)  # every new blob is on disk before a manifest can name it
-            self._write_manifest(tree_id, root, files, skipped, walk.ignored, bases.tree())
-        if walk.tree is None:  # something was read: the next walk's index
-            self._put(index_file, statindex.dump(walk.started, tree_id, walk.meta,
-                                                 walk.recorded()), durable=False)
+            # Every new blob is on disk before a manifest can name it: a few are synced with
+            # the manifest, together (one wait for the disk); many, by one sync first.
+            if len(wrote) > 16:
+                os.sync()
+                wrote = []
+            self._write_manifest(tree_id, root, files, skipped, walk.ignored, bases.tree(),
+                                 wrote)
+        if same is None:  # the next walk's index
+            self._indexes[str(root)] = statindex.build(walk.started, tree_id, walk.meta,
+                                                       walk.recorded())
+            now = time.monotonic()
+            if monitor is None or now - self._saved.get(str(root), -SAVE_EVERY) >= SAVE_EVERY:
+                self._save_index(str(root))
+            else:
+                self._unsaved.add(str(root))
         manifest = Manifest(tree_id, files, skipped, walk.ignored, walk.temps)
         self._last[str(root)] = manifest
         return manifest
+
+    def flush(self) -> None:
+        """Write to disk the stat indexes kept only in memory (a session's recorder, as it
+        stops). A process killed first leaves an older index: the next one reads more."""
+        for root in list(self._unsaved):
+            self._save_index(root)
+
+    def _index_file(self, root: str) -> Path:
+        return self.root / "stat" / f"{folder_slug(Path(root))}.idx"
+
+    def _save_index(self, root: str) -> None:
+        self._unsaved.discard(root)
+        self._saved[root] = time.monotonic()
+        self._put(self._index_file(root), statindex.dump(self._indexes[root]), durable=False)
 
     # ---- freeing --------------------------------------------------------------------------
 
@@ -366,6 +399,8 @@ class Store:
         for cache in (self.root / "stat").glob("*.*"):  # the index (and older .json caches)
             cache.unlink()
         self._last.clear()
+        self._indexes.clear()
+        self._unsaved.clear()
         return freed
 
     def size(self) -> int:
@@ -405,20 +440,6 @@ class _Bases:
         """The previous manifest's id."""
         self._load()
         return self._tree
-
-
-def _sync(written: list[Path]) -> None:
-    """Make `written` files durable: each fsynced when they are few (a turn writes one or
-    two: a system-wide sync would wait for every other process's writes), else one sync."""
-    if len(written) > 16:
-        os.sync()
-        return
-    for path in written:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
 
 
 def manifest_id(files: dict[str, FileFacts], skipped: dict[str, str], ignored: list[str]

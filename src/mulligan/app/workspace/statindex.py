@@ -25,8 +25,8 @@ or ctime is at or after that time is never trusted: its content is hashed again 
 names are read again), and it is not `clean`. Not covered: a filesystem whose clock runs more
 than `MARGIN` behind this machine's (a network share with a skewed server).
 
-In: the bytes `dump` wrote. Out: an `Index`, or None. Never: trust a file that does not check,
-raise for a damaged index.
+In: the bytes `dump` wrote, or a walk's `Recorded` folders (`build`). Out: an `Index`, or
+None. Never: trust a file that does not check, raise for a damaged index.
 """
 
 from __future__ import annotations
@@ -42,8 +42,8 @@ from typing import Any, NamedTuple
 
 import orjson
 
-__all__ = ["MARGIN", "Folder", "Index", "Key", "Recorded", "dump", "key_of", "load",
-           "parse"]
+__all__ = ["MARGIN", "Folder", "Index", "Key", "Recorded", "build", "dump", "key_of",
+           "load", "parse"]
 
 MAGIC = b"MULSTAT1"
 MARGIN = 2_000_000_000  # ns before a walk's start from which a stat is "racy" (see above)
@@ -103,30 +103,49 @@ class Index:
         return key[2] >= self.racy_from or key[3] >= self.racy_from
 
 
-def dump(started: int, tree: str, meta: dict[str, Any], folders: Sequence[Recorded]) -> bytes:
-    """The index of a walk that began at `started` (time.time_ns()) and recorded `tree`."""
-    strings: list[str] = [f.rel for f in folders]
+def build(started: int, tree: str, meta: dict[str, Any], folders: Sequence[Recorded]
+          ) -> Index:
+    """The index of a walk that began at `started` (time.time_ns()), recorded `tree`, and saw
+    `folders` (in its order): what the next walk in this process uses, and what `dump`
+    writes."""
+    table: dict[str, Folder] = {}
+    rels: list[str] = []
+    keys: list[Key] = []
+    facts: list[FileFacts] = []
+    ignored: list[str] = []
+    for f in folders:
+        table[f.rel] = Folder(len(rels), len(f.rels), len(ignored), len(f.ignored), f.key,
+                              f.rules, f.clean)
+        rels += f.rels
+        keys += f.keys
+        facts += f.facts
+        ignored += f.ignored
+    return Index(started - MARGIN, tree, {**meta, "started": started, "tree": tree}, table,
+                 rels, keys, facts, ignored)
+
+
+def dump(index: Index) -> bytes:
+    """`index` as `parse` reads it back."""
+    folders = index.folders
+    strings: list[str] = list(folders)
     ints = array("q")
-    for f in folders:  # count, ignored, key x5, has rules, rules x5, clean, 0, 0
-        ints.extend((len(f.rels), len(f.ignored), *f.key, f.rules is not None,
+    for f in folders.values():  # entries, ignored, key x5, has rules, rules x5, clean, 0, 0
+        ints.extend((f.entries, f.ignored, *f.key, f.rules is not None,
                      *(f.rules or (0, 0, 0, 0, 0)), f.clean, 0, 0))
-    n = len(folders)
-    rels = [r for f in folders for r in f.rels]
-    keys = [k for f in folders for k in f.keys]
-    facts = [x for f in folders for x in f.facts]
+    keys, facts = index.keys, index.facts
     for column in range(5):
         ints.extend(k[column] for k in keys)
     ints.extend(_KIND[x[0]] for x in facts)
     ints.extend(x[1] for x in facts)
     ints.extend(x[2] for x in facts)
     ints.extend(x[3] for x in facts)
-    strings += rels
+    strings += index.rels
     strings += [x[4] for x in facts]
-    strings += [i for f in folders for i in f.ignored]
+    strings += index.ignored
     text = "\0".join(strings).encode("utf-8", "surrogateescape")
-    head = orjson.dumps({**meta, "started": started, "tree": tree})
-    body = _HEAD.pack(MAGIC, len(head), len(text), n, len(rels),
-                      sum(len(f.ignored) for f in folders)) + head + text + ints.tobytes()
+    head = orjson.dumps(index.meta)
+    body = _HEAD.pack(MAGIC, len(head), len(text), len(folders), len(keys),
+                      len(index.ignored)) + head + text + ints.tobytes()
     return body + struct.pack("<I", zlib.crc32(body))
 
 

@@ -12,10 +12,10 @@ when a path the index does not know needs them.
 
 In: a root, the index (or None), Mulligan's own files, the paths to read whatever the index
 says. Out: `Walk` -- iterate it for the files whose content must be read, filling `files`
-(the manifest's, in the walk's fixed order), `skipped`, `ignored`, `temps`; then `tree` is
-the index's snapshot id when every folder was taken whole, and `recorded()` what to write as
-the next index. Never follows a link, never reads a file's content, never raises for one
-unreadable folder (it is listed in `skipped`)."""
+(the manifest's, in the walk's fixed order), `skipped`, `ignored`, `temps`; then
+`unchanged()` is the index's snapshot id when the walk found just what it describes, and
+`recorded()` what the next index holds. Never follows a link, never reads a file's
+content, never raises for one unreadable folder (it is listed in `skipped`)."""
 
 from __future__ import annotations
 
@@ -57,14 +57,12 @@ class Walk:
         self.skipped: dict[str, str] = {}
         self.ignored: list[str] = []
         self.temps: list[str] = []
-        self.tree: str | None = None  # set when every folder was the index's
         self.forced = set(forced)
         self._excluded = excluded
         self.meta = {"root": root, "max_file": max_file,
                      "excluded": [sorted(excluded[0]), sorted(map(list, excluded[1]))]}
         self._index = index
         self._done: list[Recorded | tuple[str, Folder]] = []
-        self._taken = 0  # folders taken whole from the index
 
     def __iter__(self) -> Iterator[tuple[str, os.stat_result, str | None]]:
         """(relative path, lstat, the hash the index had there or None) of each regular file
@@ -114,8 +112,6 @@ class Walk:
                 yield from self._read(rel_dir, here, key, rules, same, old, stack)
         finally:
             os.close(rootfd)
-        if self._taken == len(self._done) and index is not None and not self.forced:
-            self.tree = index.tree
 
     def _whole(self, index: Index, rel_dir: str, here: str, key: Key, old: Folder,
                lstat: Callable[[str], os.stat_result]
@@ -141,7 +137,6 @@ class Walk:
         self.files.update(zip(rels, facts, strict=True))
         self.ignored += index.ignored[old.ign:old.ign + old.ignored]
         self._done.append((rel_dir, old))
-        self._taken += 1
         return [(r, k) for r, k, f in zip(rels, keys, facts, strict=True) if f[0] == "dir"], \
             rules_key
 
@@ -239,6 +234,28 @@ class Walk:
                 if rel not in files:  # the caller skipped it: not in the manifest
                     record.clean = False
         stack.extend(reversed(below))
+
+    def unchanged(self) -> str | None:
+        """After the iteration (and the caller's hashing): the index's snapshot id if this
+        walk saw exactly what the index describes -- every folder taken whole, or read and
+        found as recorded, forced files included -- else None."""
+        index, files = self._index, self.files
+        if index is None or self.skipped:
+            return None
+        for done in self._done:
+            if isinstance(done, tuple):
+                continue
+            old = index.folders.get(done.rel)
+            if old is None or (done.key, done.rules, done.clean) != (old.key, old.rules,
+                                                                     old.clean):
+                return None
+            end = old.start + old.entries
+            if done.rels != index.rels[old.start:end] or \
+                    done.keys != index.keys[old.start:end] or \
+                    done.ignored != index.ignored[old.ign:old.ign + old.ignored] or \
+                    [files.get(rel) for rel in done.rels] != index.facts[old.start:end]:
+                return None
+        return index.tree
 
     def recorded(self) -> list[Recorded]:
         """The folders as this walk saw them, in its order, with the facts the manifest has
