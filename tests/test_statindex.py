@@ -47,6 +47,10 @@ def test_an_unchanged_folder_is_taken_from_the_index_whole_with_the_same_id(tmp_
     assert index_file(store, root).stat().st_mtime_ns == written  # nothing read: not rewritten
     loaded = statindex.load(index_file(store, root))
     assert loaded is not None and all(f.clean for f in loaded.folders.values())
+    blob = store.blob_path(first.files["src/m1.py"][4])
+    blob.unlink()  # a file taken from the index is not read: its blob is not written again
+    assert store.snapshot(root).id == first.id and not blob.exists()  # the index in memory
+    assert Store(tmp_path / "home").snapshot(root).id == first.id and not blob.exists()
 
 
 def test_a_walk_from_the_index_records_what_a_walk_without_one_does_after_any_change(

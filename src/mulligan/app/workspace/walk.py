@@ -86,7 +86,11 @@ class Walk:
         except OSError:
             top = None
         stack: list[tuple[str, Key | None, Rules, bool]] = [("", top, rules, same)]
-        rootfd = os.open(root, _OPEN_DIR)
+        try:
+            rootfd = os.open(root, _OPEN_DIR)
+        except OSError:  # gone or unreadable: read (and listed as skipped) like any folder
+            yield from self._read("", root, top, rules, same, None, [])
+            return
         try:
             lstat = partial(os.lstat, dir_fd=rootfd)
             while stack:
@@ -283,7 +287,8 @@ class Walk:
 def _same_key(index: Index, recorded: Any, now: Key | None) -> bool:
     if now is None:
         return recorded is None
-    return isinstance(recorded, list) and tuple(recorded) == now and not index.racy(now)
+    return isinstance(recorded, (list, tuple)) and tuple(recorded) == now and \
+        not index.racy(now)  # a list once read back from disk
 
 
 def _rules_key(path: str) -> Key | None:
