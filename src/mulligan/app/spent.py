@@ -23,7 +23,7 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from mulligan.providers.facts import price_of
+from mulligan.providers.facts import cost_of, price_of
 from mulligan.session import SessionLog
 from mulligan.session.entries import Entry
 
@@ -83,13 +83,13 @@ class Spent:
                 "input", "output", "cache_read", "cache_write"))
         except (TypeError, ValueError):
             return
-        price = price_of(model if isinstance(model, str) and model else self.fallback)
+        cost = cost_of(model if isinstance(model, str) and model else self.fallback,
+                       (tokens_in, out, read, write))
         with self._lock:
             self.calls += 1
             self.tokens_in += tokens_in + read + write
             self.tokens_out += out
-            if price is None:
+            if cost is None:
                 self.unpriced += 1
             else:
-                self.dollars += (tokens_in * price[0] + out * price[1] + read * price[2]
-                                 + write * price[3]) / 1e6
+                self.dollars += cost

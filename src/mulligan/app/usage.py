@@ -15,10 +15,10 @@ from typing import Any
 
 from mulligan.app.rewind.compaction import estimate_tokens
 from mulligan.messages import Message
-from mulligan.providers.facts import PRICES, PRICES_AS_OF, price_of, window_of
+from mulligan.providers.facts import PRICES, PRICES_AS_OF, cost_of, price_of, window_of
 from mulligan.wire import Model
 
-__all__ = ["PRICES", "PRICES_AS_OF", "Turn", "Usage", "price_of", "usage_of"]
+__all__ = ["PRICES", "PRICES_AS_OF", "Turn", "Usage", "cost_of", "price_of", "usage_of"]
 
 @dataclass
 class Turn:
@@ -64,9 +64,7 @@ def usage_of(messages: Sequence[Message], model: Model, system: str = "") -> Usa
         counts: Mapping[str, Any] = message["usage"]
         tokens_in, out, read, write = (int(counts.get(k) or 0) for k in (
             "input", "output", "cache_read", "cache_write"))
-        price = price_of(str(message.get("model") or name))
-        cost = None if price is None else (tokens_in * price[0] + out * price[1]
-                                           + read * price[2] + write * price[3]) / 1e6
-        found.priced = found.priced or price is not None
+        cost = cost_of(str(message.get("model") or name), (tokens_in, out, read, write))
+        found.priced = found.priced or cost is not None
         found.turns.append(Turn(len(found.turns) + 1, tokens_in, out, read, write, cost))
     return found

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 __all__ = ["DEFAULT_WINDOW", "HOSTED_DEFAULTS", "LOCAL_DEFAULT", "MAX_TOKENS", "PRICES",
-           "PRICES_AS_OF", "WINDOWS", "price_of", "window_for", "window_of"]
+           "PRICES_AS_OF", "WINDOWS", "cost_of", "price_of", "window_for", "window_of"]
 
 LOCAL_DEFAULT = "local/smollm2-135m"
 # Current, not-deprecated models as the installed SDKs list them (anthropic 2.14, openai 3.57).
@@ -54,3 +54,12 @@ def window_of(model: Any) -> int:
 def price_of(name: str) -> tuple[float, float, float, float] | None:
     """(input, output, cache read, cache write) dollars per million tokens, or None."""
     return next((p for prefix, p in PRICES.items() if name.startswith(prefix)), None)
+
+
+def cost_of(name: str, tokens: tuple[int, int, int, int]) -> float | None:
+    """Dollars for one call's (input, output, cache read, cache write) tokens at the price
+    of the model called `name`; None when its price is not known."""
+    price = price_of(name)
+    if price is None:
+        return None
+    return sum(count * each for count, each in zip(tokens, price, strict=True)) / 1e6

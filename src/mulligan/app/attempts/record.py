@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from mulligan.app.usage import price_of
+from mulligan.app.usage import cost_of, price_of
 from mulligan.app.workspace.checkpoints import expected_tree, workspace_of
 from mulligan.app.workspace.diffs import snapshot_diff
 from mulligan.app.workspace.snapshots import Store, changed_paths
@@ -98,7 +98,7 @@ def _row(first: Entry, own: list[Entry], entries: Sequence[Entry], store: Store 
     model = str(meta.get("model", ""))
     row = Row(str(meta.get("group")), _int(meta.get("index")), _int(meta.get("of")), model,
               str(first["id"]), str(own[-1]["id"]), first.get("parent_id"))
-    price = price_of(model)
+    priced = price_of(model) is not None
     cost = 0.0
     last_message: Mapping[str, Any] | None = None
     for entry in own:
@@ -113,12 +113,11 @@ def _row(first: Entry, own: list[Entry], entries: Sequence[Entry], store: Store 
         if message.get("role") == "assistant":
             row.turns += 1
             if isinstance(usage, Mapping):
-                counts = [int(usage.get(k) or 0) for k in ("input", "output", "cache_read",
-                                                           "cache_write")]
-                row.tokens += sum(counts)
-                if price is not None:
-                    cost += sum(c * p for c, p in zip(counts, price, strict=True)) / 1e6
-    row.cost = cost if price is not None else None
+                tokens_in, out, read, write = (int(usage.get(k) or 0) for k in (
+                    "input", "output", "cache_read", "cache_write"))
+                row.tokens += tokens_in + out + read + write
+                cost += cost_of(model, (tokens_in, out, read, write)) or 0.0
+    row.cost = cost if priced else None
     if last_message is None or last_message.get("role") != "assistant":
         row.error = "did not finish"
     elif last_message.get("stop_reason") == "aborted":
