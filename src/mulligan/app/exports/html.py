@@ -114,6 +114,8 @@ def _template() -> tuple[str, str, str]:
     page = files.joinpath("html_template.html").read_text("utf-8")
     script = "\n".join(files.joinpath(name).read_text("utf-8")
                        for name in ("html_cards.js", "html_page.js"))
+    if re.search(r"</script", script, flags=re.IGNORECASE):  # would end the page's script
+        raise RuntimeError("html_cards.js or html_page.js holds '</script': write '<\\/script'")
     digest = base64.b64encode(hashlib.sha256(script.encode()).digest()).decode()
     return page, script, digest
 
