@@ -196,3 +196,25 @@ def test_a_watched_folders_index_is_kept_in_memory_and_written_when_the_recorder
     store.flush()  # what Checkpoints.close does
     assert statindex.load(index_file(store, root)).tree == second.id  # type: ignore[union-attr]
     monitor.close()
+
+
+def test_a_large_tree_stated_ahead_by_two_threads_records_what_a_plain_walk_does(tmp_path):
+    """Over 4,096 paths an unwatched walk states the index's paths ahead, two threads at a
+    time: a change, a removal (a stat that fails) and an addition are all seen."""
+    root = tmp_path / "work"
+    for n in range(4200):
+        folder = root / f"d{n % 40}"
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / f"f{n}.txt").write_text(f"{n}\n")
+    store = Store(tmp_path / "home")
+    store.snapshot(root)
+    time.sleep(SETTLE)
+    store.snapshot(root)
+    (root / "d3" / "f3.txt").write_text("changed\n")
+    (root / "d39" / "f4199.txt").unlink()
+    shutil.rmtree(root / "d20")
+    (root / "d7" / "new.txt").write_text("new\n")
+    indexed = Store(tmp_path / "home").snapshot(root)
+    walked = reference(root, tmp_path / "ref")
+    assert (indexed.files, indexed.id) == (walked.files, walked.id)  # type: ignore[attr-defined]
+    assert "d20/f20.txt" not in indexed.files and "d7/new.txt" in indexed.files

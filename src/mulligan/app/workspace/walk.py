@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 import stat
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from functools import partial
@@ -63,6 +64,7 @@ class Walk:
                      "excluded": [sorted(excluded[0]), sorted(map(list, excluded[1]))]}
         self._index = index
         self._done: list[Recorded | tuple[str, Folder]] = []
+        self._ahead: list[Key | None] | None = None  # the index's paths' stats, taken ahead
 
     def __iter__(self) -> Iterator[tuple[str, os.stat_result, str | None]]:
         """(relative path, lstat, the hash the index had there or None) of each regular file
@@ -93,6 +95,8 @@ class Walk:
             return
         try:
             lstat = partial(os.lstat, dir_fd=rootfd)
+            if visit is None and same and index is not None:
+                self._ahead = _stat_ahead(index.rels, lstat)
             while stack:
                 rel_dir, key, rules, same = stack.pop()
                 here = os.path.join(root, rel_dir) if rel_dir else root
@@ -131,10 +135,13 @@ class Walk:
             return None
         end = old.start + old.entries
         rels, keys = index.rels[old.start:end], index.keys[old.start:end]
-        try:
-            now = list(map(key_of, map(lstat, rels)))
-        except OSError:
-            return None
+        if self._ahead is not None:
+            now: list[Key | None] = self._ahead[old.start:end]
+        else:
+            try:
+                now = list(map(key_of, map(lstat, rels)))
+            except OSError:
+                return None
         if now != keys:
             return None
         facts = index.facts[old.start:end]
@@ -282,6 +289,35 @@ class Walk:
                                     index.keys[old.start:end], index.facts[old.start:end],
                                     index.ignored[old.ign:old.ign + old.ignored], old.clean))
         return out
+
+
+def _stat_ahead(rels: list[str], lstat: Callable[[str], os.stat_result]
+                ) -> list[Key | None] | None:
+    """Every path's stat key (None: gone), taken by two threads at once -- the system call
+    releases the interpreter lock, so the disk's and the kernel's part overlap with the
+    other half's Python part, as git's preload-index does with its threads. Only for a walk
+    no monitor watches (a watched folder's entries must be stated after it is watched), and
+    only when there are enough paths to pay for a thread."""
+    if len(rels) < 4096:
+        return None
+    half = len(rels) // 2
+    parts: list[list[Key | None]] = [[], []]
+
+    def run(n: int, chunk: list[str]) -> None:
+        try:
+            parts[n] = list(map(key_of, map(lstat, chunk)))
+        except OSError:  # something went: one by one, None for what is gone
+            for rel in chunk:
+                try:
+                    parts[n].append(key_of(lstat(rel)))
+                except OSError:
+                    parts[n].append(None)
+
+    other = threading.Thread(target=run, args=(0, rels[:half]))
+    other.start()
+    run(1, rels[half:])
+    other.join()
+    return parts[0] + parts[1]
 
 
 def _same_key(index: Index, recorded: Any, now: Key | None) -> bool:
