@@ -10,7 +10,9 @@
 
 async function unzipped(script) {  // the bytes of a <script> holding base64 of gzip
   const text = atob(document.querySelector(script).textContent.trim());
-  const zipped = Uint8Array.from(text, (c) => c.charCodeAt(0));
+  // A plain loop: Uint8Array.from with a function per byte took 1 s for a 20 MB page.
+  const zipped = new Uint8Array(text.length);
+  for (let at = 0; at < text.length; at++) zipped[at] = text.charCodeAt(at);
   const stream = new Blob([zipped]).stream().pipeThrough(new DecompressionStream("gzip"));
   return new Uint8Array(await new Response(stream).arrayBuffer());
 }
