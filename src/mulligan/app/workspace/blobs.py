@@ -36,6 +36,7 @@ import time
 import zlib
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from itertools import accumulate
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -56,6 +57,7 @@ MAX_DEPTH = 50  # deltas in one chain, at most (git's default --depth)
 MIN_DELTA = 512  # bytes: a smaller object is only compressed
 _WORTH = 8  # a delta is kept when it is at most 1/_WORTH of the bytes it stands for
 _RECENT = 32 << 20  # bytes of recently written or read objects kept in memory (delta bases)
+_BACKLOG = 64 << 20  # bytes `put_soon` may hold before it waits
 _COPY, _INSERT = 0x63, 0x69  # op tags: b"c" offset, length; b"i" length, bytes
 _Q = struct.Struct("<Q")
 _QQ = struct.Struct("<QQ")
@@ -131,6 +133,9 @@ class Objects:
         self._recent: OrderedDict[str, bytes] = OrderedDict()  # name -> bytes, verified
         self._recent_size = 0
         self._lock = threading.Lock()
+        self._pool: ThreadPoolExecutor | None = None
+        self._pending: list[Future[None]] = []  # put_soon's jobs not yet settled
+        self._backlog = 0  # bytes they hold
 
     # ---- writing ------------------------------------------------------------------------
 
@@ -151,6 +156,39 @@ class Objects:
                 form = data  # incompressible: raw, as an old store keeps everything
         write_atomic(self.path_of(name), form, durable=durable, along=along)
         self._remember(name, data)
+
+    def put_soon(self, name: str, data: bytes, *, base: str | None = None) -> None:
+        """`put` (not durable) on one of two worker threads: a snapshot goes on reading and
+        hashing files while its new blobs are compressed (zlib lets go of the GIL) and
+        written. `settle` must be called before anything names them. At most _BACKLOG bytes
+        wait: beyond, this waits for the oldest."""
+        with self._lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(max_workers=2,
+                                                thread_name_prefix="mulligan blobs")
+            self._pending.append(self._pool.submit(self._put_counted, name, data, base))
+            self._backlog += len(data)
+        while self._backlog > _BACKLOG:
+            with self._lock:
+                oldest = next((job for job in self._pending if not job.done()), None)
+            if oldest is None:
+                break
+            oldest.result()
+
+    def _put_counted(self, name: str, data: bytes, base: str | None) -> None:
+        try:
+            self.put(name, data, base=base, durable=False)
+        finally:
+            with self._lock:
+                self._backlog -= len(data)
+
+    def settle(self) -> None:
+        """Wait until every `put_soon` is written; the first that failed raises here (a full
+        disk fails the snapshot, as a `put` would)."""
+        with self._lock:
+            pending, self._pending = self._pending, []
+        for job in pending:
+            job.result()
 
     def _delta_form(self, digest: bytes, data: bytes, base: str) -> bytes | None:
         try:

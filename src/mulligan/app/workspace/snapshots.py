@@ -343,8 +343,8 @@ class Store:
                 continue
             digest = hashlib.blake2b(data, digest_size=20).hexdigest()
             if not self.has_blob(digest):
-                self.blobs.put(digest, data, durable=False,
-                               base=previous if previous is not None else bases.of(rel))
+                self.blobs.put_soon(digest, data,
+                                    base=previous if previous is not None else bases.of(rel))
                 added += len(data)
                 wrote.append(self.blob_path(digest))
             files[rel] = ("file", stat.S_IMODE(info.st_mode), size, info.st_mtime_ns, digest)
@@ -353,6 +353,7 @@ class Store:
         same = walk.unchanged()
         tree_id = same or manifest_id(files, skipped, walk.ignored)
         target = self.root / "trees" / f"{tree_id}.json"
+        self.blobs.settle()  # the new blobs are written (compressed on worker threads)
         if not target.exists():
             # Every new blob is on disk before a manifest can name it: a few are synced with
             # the manifest, together (one wait for the disk); many, by one sync first.
