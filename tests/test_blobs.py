@@ -17,7 +17,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mulligan.app.workspace.blobs import MAGIC, MAX_DEPTH, Damaged, apply_delta, make_delta
+from mulligan.app.workspace.blobs import MAGIC, MAX_DEPTH, Damaged
+from mulligan.app.workspace.delta import apply_delta, make_delta
 from mulligan.app.workspace.restore import apply, plan
 from mulligan.app.workspace.snapshots import Store
 
@@ -254,3 +255,46 @@ def test_a_base_freed_while_its_bytes_are_still_in_memory_is_not_used(tmp_path):
     after = store.snapshot(work, reread=["big.txt"])
     assert store.blobs.base_of(after.files["big.txt"][4]) is None  # whole, not a delta
     assert Store(tmp_path / "home").read_blob(after.files["big.txt"][4]) == data
+
+
+def test_settle_waits_for_this_threads_blobs_not_another_ones(tmp_path):
+    # Parallel attempts share one Store: a snapshot's new blobs are written on worker
+    # threads, and each snapshot waits for its own (and only its own) before its manifest
+    # names them.
+    import threading
+
+    from mulligan.app.workspace.blobs import Objects
+
+    held = threading.Event()
+
+    def path_of(name: str) -> Path:
+        if name == digest(b"slow"):
+            held.wait(30)  # another thread's blob, slow to write
+        return tmp_path / name
+
+    objects = Objects(path_of, by_content=True, what="blob")
+    ready, go, other_done = threading.Event(), threading.Event(), threading.Event()
+
+    def other() -> None:
+        objects.put_soon(digest(b"slow"), b"slow")
+        ready.set()
+        go.wait(30)
+        objects.settle()
+        other_done.set()
+
+    def mine() -> None:
+        ready.wait(30)
+        objects.put_soon(digest(b"mine"), b"mine")
+        objects.settle()
+
+    threading.Thread(target=other).start()
+    mine_thread = threading.Thread(target=mine)
+    mine_thread.start()
+    mine_thread.join(10)
+    assert not mine_thread.is_alive()  # settled without waiting for the other's blob
+    assert (tmp_path / digest(b"mine")).exists()
+    go.set()
+    time.sleep(0.2)
+    assert not other_done.is_set()  # the other thread waits for its own, still held
+    held.set()
+    assert other_done.wait(10) and (tmp_path / digest(b"slow")).exists()

@@ -10,13 +10,12 @@ its snapshot id). `Objects` is one folder of them; its first bytes say which for
     delta  MAGIC b"d" + hash (20) + depth (1) + base name (20) + zlib(ops)
 
 `hash` is the BLAKE2b-160 of the bytes the object stands for (a blob's name; a manifest's own
-check). A delta's ops (`make_delta`, `apply_delta`) copy byte ranges of its base -- another
-object of the same folder, itself whole, raw or a delta of depth - 1 -- and insert literal
-bytes; they are computed in O(n) by lines (a dict of the base's lines that occur once: the
-anchors), so a one-line edit of a 1 MB file costs tens of bytes. A chain is at most
-`MAX_DEPTH` deltas long (git's default); at that depth the next version is made against the
-chain's first, whole object instead, so a file edited a thousand times is still one whole
-copy and small deltas, read in at most MAX_DEPTH + 1 steps.
+check). A delta's ops (`mulligan.app.workspace.delta`: computed in O(n) by lines, a one-line
+edit of a 1 MB file costs tens of bytes) copy byte ranges of its base -- another object of
+the same folder, itself whole, raw or a delta of depth - 1 -- and insert literal bytes. A
+chain is at most `MAX_DEPTH` deltas long (git's default); at that depth the next version is
+made against the chain's first, whole object instead, so a file edited a thousand times is
+still one whole copy and small deltas, read in at most MAX_DEPTH + 1 steps.
 
 Every read is verified: the bytes a chain gives must hash to its header's hash (a blob's: to
 its name), else `Damaged` (a ValueError) names the object and which link of its chain is
@@ -30,24 +29,22 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
-import struct
 import threading
 import time
 import zlib
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from itertools import accumulate
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from mulligan.app.workspace.delta import apply_delta, make_delta
 from mulligan.home import open_private, private_dirs
 
 if TYPE_CHECKING:
     from mulligan.app.workspace.snapshots import FileFacts, Store
 
-__all__ = ["MAGIC", "MAX_DEPTH", "Damaged", "Objects", "apply_delta", "collect", "make_delta",
-           "readable", "write_atomic"]
+__all__ = ["MAGIC", "MAX_DEPTH", "Damaged", "Objects", "collect", "readable", "write_atomic"]
 
 MAGIC = b"\x00MLB"  # no text file, and no JSON manifest, starts with a NUL
 _WHOLE, _DELTA = b"z", b"d"
@@ -58,9 +55,6 @@ MIN_DELTA = 512  # bytes: a smaller object is only compressed
 _WORTH = 8  # a delta is kept when it is at most 1/_WORTH of the bytes it stands for
 _RECENT = 32 << 20  # bytes of recently written or read objects kept in memory (delta bases)
 _BACKLOG = 64 << 20  # bytes `put_soon` may hold before it waits
-_COPY, _INSERT = 0x63, 0x69  # op tags: b"c" offset, length; b"i" length, bytes
-_Q = struct.Struct("<Q")
-_QQ = struct.Struct("<QQ")
 
 
 class Damaged(ValueError):
@@ -134,7 +128,7 @@ class Objects:
         self._recent_size = 0
         self._lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
-        self._pending: list[Future[None]] = []  # put_soon's jobs not yet settled
+        self._mine = threading.local()  # .jobs: this thread's put_soon's, not yet settled
         self._backlog = 0  # bytes they hold
 
     # ---- writing ------------------------------------------------------------------------
@@ -166,11 +160,12 @@ class Objects:
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(max_workers=2,
                                                 thread_name_prefix="mulligan blobs")
-            self._pending.append(self._pool.submit(self._put_counted, name, data, base))
+            job = self._pool.submit(self._put_counted, name, data, base)
             self._backlog += len(data)
+        jobs: list[Future[None]] = self._mine.__dict__.setdefault("jobs", [])
+        jobs.append(job)
         while self._backlog > _BACKLOG:
-            with self._lock:
-                oldest = next((job for job in self._pending if not job.done()), None)
+            oldest = next((job for job in jobs if not job.done()), None)
             if oldest is None:
                 break
             oldest.result()
@@ -183,10 +178,10 @@ class Objects:
                 self._backlog -= len(data)
 
     def settle(self) -> None:
-        """Wait until every `put_soon` is written; the first that failed raises here (a full
-        disk fails the snapshot, as a `put` would)."""
-        with self._lock:
-            pending, self._pending = self._pending, []
+        """Wait until every `put_soon` of this thread is written (threads share a Store:
+        parallel attempts); the first that failed raises here (a full disk fails the
+        snapshot, as a `put` would)."""
+        pending: list[Future[None]] = self._mine.__dict__.pop("jobs", [])
         for job in pending:
             job.result()
 
@@ -417,86 +412,3 @@ def readable(store: Store, wanted: Iterable[tuple[str, FileFacts | None]]) -> No
             why = exc.strerror if isinstance(exc, FileNotFoundError) and exc.strerror else exc
             raise ValueError(f"not restoring: the store's copy of {rel} cannot be read "
                              f"({why}); nothing was changed") from None
-
-
-def make_delta(base: bytes, data: bytes, *, limit: int) -> bytes | None:
-    """Ops that make `data` from `base`, or None when they would insert more than `limit`
-    literal bytes. O(n): the lines of `base` that occur once in it are anchors (dicts), and
-    a repeated line is looked for where the last copy stopped (or one line on); a match is
-    extended forward line by line and backward over the literal lines just before it."""
-    lines = base.splitlines(keepends=True)
-    offsets = [0, *accumulate(map(len, lines))]
-    total = len(lines)
-    last = dict(zip(lines, range(total), strict=True))  # in C: no Python loop
-    first = dict(zip(reversed(lines), range(total - 1, -1, -1), strict=True))
-    out = bytearray()
-    literal: list[bytes] = []
-    literal_size = 0
-    start = at = -1  # the copy under way: base lines [start, at)
-
-    def copy() -> None:
-        if start >= 0:
-            out.append(_COPY)
-            out.extend(_QQ.pack(offsets[start], offsets[at] - offsets[start]))
-
-    def insert() -> None:
-        if literal:
-            joined = b"".join(literal)
-            out.append(_INSERT)
-            out.extend(_Q.pack(len(joined)))
-            out.extend(joined)
-            literal.clear()
-
-    resume = 0  # where the last copy stopped: a repeated line is looked for there
-    for line in data.splitlines(keepends=True):
-        if start >= 0 and at < total and lines[at] == line:
-            at += 1
-            continue
-        if start >= 0:
-            copy()
-            resume, start = at, -1
-        found = last.get(line)
-        if found is not None and first[line] != found:  # repeated: not an anchor, but
-            found = resume if resume < total and lines[resume] == line else \
-                resume + 1 if resume + 1 < total and lines[resume + 1] == line else None
-        if found is None:  # it goes on after an insert, a removal or a replaced line
-            literal.append(line)
-            literal_size += len(line)
-            if literal_size > limit:
-                return None
-            continue
-        start, at = found, found + 1
-        while literal and start > 0 and lines[start - 1] == literal[-1]:
-            literal_size -= len(literal.pop())  # the lines just before match too: copied
-            start -= 1
-        insert()
-    copy()
-    insert()
-    return bytes(out)
-
-
-def apply_delta(base: bytes, ops: bytes) -> bytes:
-    """The bytes `ops` (from `make_delta`) make from `base`; ValueError when they do not
-    fit it (a copy beyond its end, an unknown op, a cut-short op)."""
-    parts: list[bytes | memoryview] = []
-    view, stream = memoryview(base), memoryview(ops)
-    at, end = 0, len(ops)
-    while at < end:
-        tag = ops[at]
-        if tag == _COPY and at + 1 + _QQ.size <= end:
-            offset, length = _QQ.unpack_from(ops, at + 1)
-            if offset + length > len(base):
-                raise ValueError(f"a copy of {length} bytes at {offset} beyond the base's "
-                                 f"{len(base)}")
-            parts.append(view[offset:offset + length])
-            at += 1 + _QQ.size
-        elif tag == _INSERT and at + 1 + _Q.size <= end:
-            (length,) = _Q.unpack_from(ops, at + 1)
-            at += 1 + _Q.size
-            if at + length > end:
-                raise ValueError("an insert cut short")
-            parts.append(stream[at:at + length])
-            at += length
-        else:
-            raise ValueError(f"op {tag} at {at} is not an op")
-    return b"".join(parts)
