@@ -1,7 +1,7 @@
 """The HTML export in Chromium at scale, against a page of 400 entries measured in the same
 run (the floor): export time and memory, page size, load, a click, a search keystroke.
 
-    .venv/bin/python bench/html_bench.py [--entries 100000] [--runs 5]
+    .venv/bin/python bench/html_bench.py [--entries 100000] [--runs 5] [--chars 2000]
 
 Needs Debian's chromium and playwright (as the tests do). The export is timed in a fresh
 process against the floor of a fresh process parsing the same file (time and peak memory).
@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import shutil
 import statistics
 import subprocess
@@ -93,10 +94,16 @@ def timed(code: str, *args: str, cwd: Path) -> tuple[float, float, int]:
     return float(seconds), float(cpu), int(kb) * 1024
 
 
-def session(path: Path, entries: int) -> tuple[str, str]:
-    """A session file of about `entries` entries; (an entry inside an attempt, the tip)."""
+WORDS = ["the", "quick", "brown", "fox", "read", "write", "bash", "main", "file", "test",
+         "error", "fix", "loop", "value"]
+
+
+def session(path: Path, entries: int, chars: int = 0) -> tuple[str, str]:
+    """A session file of about `entries` entries, each with about `chars` characters of words
+    more; (an entry inside an attempt, the tip)."""
     lines, previous, attempt = [], None, ""
     number = 0
+    words = random.Random(1)
 
     def add(parent: str | None, text: str) -> str:
         nonlocal number
@@ -104,7 +111,8 @@ def session(path: Path, entries: int) -> tuple[str, str]:
         entry_id = f"e{number}"
         lines.append({"type": "message", "id": entry_id, "parent_id": parent,
                       "timestamp": "2026-01-01T00:00:00Z",
-                      "message": {"role": "user", "content": f"{text} **{entry_id}**"}})
+                      "message": {"role": "user", "content": f"{text} **{entry_id}**" + "".join(
+                          " " + words.choice(WORDS) for _ in range(chars // 5))}})
         return entry_id
 
     while number < entries:
@@ -118,9 +126,10 @@ def session(path: Path, entries: int) -> tuple[str, str]:
     return attempt, previous or ""
 
 
-def measure(browser, folder: Path, entries: int, runs: int) -> dict[str, float]:
+def measure(browser, folder: Path, entries: int, runs: int, chars: int = 0
+            ) -> dict[str, float]:
     file = folder / f"s{entries}.jsonl"
-    attempt, tip = session(file, entries)
+    attempt, tip = session(file, entries, chars)
     page_file = folder / f"s{entries}.html"
     # Each TIMES times, the parse and the export in turn, and the median taken: on a shared
     # machine one run of either can be twice its time.
@@ -157,6 +166,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--entries", type=int, default=100_000)
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--chars", type=int, default=0,
+                        help="characters of words more in each entry (a text-heavy session)")
     args = parser.parse_args()
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     if chromium is None:
@@ -168,7 +179,7 @@ def main() -> int:
         browser = playwright.chromium.launch(executable_path=chromium, args=[
             "--headless", "--no-sandbox", "--disable-gpu"])
         floor = measure(browser, Path(tmp), 400, args.runs)
-        big = measure(browser, Path(tmp), args.entries, args.runs)
+        big = measure(browser, Path(tmp), args.entries, args.runs, args.chars)
         browser.close()
     for name, got in (("400 entries (floor)", floor), (f"{args.entries} entries", big)):
         print(f"{name}: export {got['export']:.1f} s, page {got['size'] / 1e6:.1f} MB, "

@@ -136,6 +136,13 @@ def test_the_search_box_finds_text_in_every_attempt(exported, browser):
     page, _ = opened(browser, exported[0])
     page.fill("#search", "first attempt")
     assert page.is_visible("#e5") and not page.is_visible("#e9")
+    # typing on narrows the last search; a broader one looks in everything again
+    page.fill("#search", "attempt")
+    assert page.is_visible("#e5") and page.is_visible("#e9")
+    page.fill("#search", "second attempt")
+    assert page.is_visible("#e9") and not page.is_visible("#e5")
+    page.fill("#search", "attempt")
+    assert page.is_visible("#e5") and page.is_visible("#e9")
 
 
 def test_the_embedded_session_file_round_trips(exported, browser):
