@@ -218,3 +218,17 @@ def test_a_large_tree_stated_ahead_by_two_threads_records_what_a_plain_walk_does
     walked = reference(root, tmp_path / "ref")
     assert (indexed.files, indexed.id) == (walked.files, walked.id)  # type: ignore[attr-defined]
     assert "d20/f20.txt" not in indexed.files and "d7/new.txt" in indexed.files
+
+
+def test_an_index_whose_snapshot_is_gone_from_the_store_vouches_for_nothing(tmp_path):
+    """The store emptied under a running process (or its snapshot freed elsewhere): the
+    blobs the index names may be gone too, so every file is read and stored again."""
+    root = tree(tmp_path / "work")
+    store = Store(tmp_path / "home")
+    store.snapshot(root)
+    time.sleep(SETTLE)
+    first = store.snapshot(root)  # settled: the index (in memory too) vouches for all
+    shutil.rmtree(tmp_path / "home")
+    again = store.snapshot(root)
+    assert again.id == first.id
+    assert all(store.has_blob(f[4]) for f in again.files.values() if f[0] == "file")

@@ -319,6 +319,9 @@ class Store:
     def _walk_and_record(self, root: Path, forced: set[str],
                          monitor: Monitor | None) -> Manifest:
         index = self._indexes.get(str(root)) or statindex.load(self._index_file(str(root)))
+        if index is not None and not (self.root / "trees" / f"{index.tree}.json").exists():
+            index = None  # its snapshot was freed (gc, elsewhere) or the store is new: so may
+            # the blobs it vouches for be, and nothing it says is trusted
         walk = Walk(str(root), index, excluded=self._excluded(str(root)),
                     forced=forced, visit=monitor.watch if monitor is not None else None,
                     max_file=self.max_file)

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import operator
 import os
+import re
 import struct
 import zlib
 from array import array
@@ -49,6 +50,7 @@ MAGIC = b"MULSTAT1"
 MARGIN = 2_000_000_000  # ns before a walk's start from which a stat is "racy" (see above)
 KINDS = ("file", "link", "dir")
 _KIND = {kind: n for n, kind in enumerate(KINDS)}
+_HEX40 = re.compile(r"[0-9a-f]{40}")
 _HEAD = struct.Struct("<8sIIIII")  # magic, meta bytes, strings bytes, folders, entries, ignored
 
 Key = tuple[int, int, int, int, int]  # (st_mode, st_size, st_mtime_ns, st_ctime_ns, st_ino)
@@ -197,6 +199,8 @@ def parse(data: bytes) -> Index | None:
             ign += row[1]
         if start != count or ign != n_ign:
             return None
+        if not isinstance(meta.get("tree"), str) or not _HEX40.fullmatch(meta["tree"]):
+            return None  # it becomes a path: 40 hex digits or nothing
         return Index(int(meta["started"]) - MARGIN, str(meta["tree"]), meta, folders, rels,
                      keys, facts, strings[n + 2 * count:])
     except (ValueError, KeyError, TypeError, IndexError, struct.error):
