@@ -186,8 +186,12 @@ def test_a_restore_whose_copy_is_damaged_changes_nothing_and_names_the_file(tmp_
 def test_gc_never_frees_a_base_a_kept_blob_or_manifest_needs(tmp_path):
     store, _, kept = grow(tmp_path, 6)
     blobs = [store.load(tree).files["big.txt"][4] for tree, _ in kept]
-    assert store.gc([kept[-1][0]], grace=0) == (0, 0, 0)  # every earlier one is a base
+    assert store.manifests.base_of(kept[-1][0]) == kept[-2][0]
+    trees, freed, _ = store.gc([kept[-1][0]], grace=0)
+    assert (trees, freed) == (5, 0)  # every earlier version of big.txt is a base of the last
+    assert store.manifests.base_of(kept[-1][0]) is None  # its base freed: written whole
     fresh = Store(tmp_path / "home")
+    assert fresh.load(kept[-1][0]).files["big.txt"][4] == blobs[-1]
     assert fresh.read_blob(blobs[-1]) == kept[-1][1]
     # A blob whose base no kept manifest names: the base stays, the rest goes.
     other = Store(tmp_path / "home2")

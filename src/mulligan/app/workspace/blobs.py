@@ -361,14 +361,19 @@ class Objects:
 
 def collect(store: Store, keep: Iterable[str], grace: float) -> tuple[int, int, int]:
     """`Store.gc`'s freeing: every manifest not in `keep` and every blob no kept manifest
-    names, unless written in the last `grace` seconds or a base a kept object needs (a
-    manifest kept as a base keeps its blobs: every manifest in the store reads whole).
-    Returns (trees freed, blobs freed, bytes freed)."""
+    names, unless written in the last `grace` seconds or a base a kept blob needs. A kept
+    manifest that is a delta of one freed is first written whole (a freed snapshot never
+    stays alive, blobs and all, as another's base). Returns (trees, blobs, bytes) freed."""
     recent = time.time() - grace
     wanted = set(keep)
     trees = {t: store.manifests.path_of(t) for t in store.tree_ids()}
-    kept = _with_bases(store.manifests, {t for t in trees if t in wanted
-                                         or trees[t].stat().st_mtime > recent}, trees)
+    kept = {t for t in trees if t in wanted or trees[t].stat().st_mtime > recent}
+    for tree_id in sorted(kept):
+        with contextlib.suppress(FileNotFoundError):
+            base = store.manifests.base_of(tree_id)
+            if base is not None and base not in kept:
+                store.manifests.put(tree_id, store.manifests.read(tree_id))
+    kept = _with_bases(store.manifests, kept, trees)  # none left, unless one raced this
     needed: set[str] = set()
     for tree_id in kept:
         needed.update(e[4] for e in store.load(tree_id).files.values() if e[0] == "file")
@@ -378,7 +383,7 @@ def collect(store: Store, keep: Iterable[str], grace: float) -> tuple[int, int, 
                                      if d in needed or b.stat().st_mtime > recent}, blobs)
     freed_trees = freed_blobs = freed_bytes = 0
     for tree_id, path in trees.items():
-        if tree_id not in kept:
+        if tree_id not in kept and path.stat().st_mtime <= recent:  # not a base just now
             freed_bytes += path.stat().st_size
             path.unlink()
             freed_trees += 1
