@@ -66,18 +66,25 @@ def check(file: str | os.PathLike[str], *,
     line an entry: it refused nothing); they are used instead of parsing the lines again
     when the file still has exactly that many lines, ending with that last entry; `table`,
     with them: the line table that same read built (`SessionLog.table()`), used instead of
-    building it again."""
+    building it again -- and, while the file is as that read saw it (the table's device,
+    inode, size and times; its last line that last entry), instead of reading it again."""
     name = os.fspath(file)
     report = CheckReport(name)
-    try:
-        data = Path(name).read_bytes()
-    except FileNotFoundError:
-        report.problems.append(f"{name}: no such file")
-        return report
-    ends = _line_ends(data)
-    torn = bytes(data[ends[-1] if ends else 0:])
-    if entries is not None and not _still(entries, data, ends, torn):
-        entries = None
+    seen = _as_read(name, entries, table) if entries is not None and table is not None \
+        else None
+    if seen is not None:  # `data` is then the last line and what follows it, not the file
+        data, ends, torn, size = seen
+    else:
+        try:
+            data = Path(name).read_bytes()
+        except FileNotFoundError:
+            report.problems.append(f"{name}: no such file")
+            return report
+        ends = _line_ends(data)
+        torn = bytes(data[ends[-1] if ends else 0:])
+        size = len(data)
+        if entries is not None and not _still(entries, data, ends, torn):
+            entries = None
     if entries is None or table is None or table.count != len(entries):
         table = None
     found: list[tuple[int, dict[str, Any]]] = []  # (line number, entry), first of each id
@@ -155,7 +162,7 @@ def check(file: str | os.PathLike[str], *,
     else:  # every line is an entry: `found` is the file, line for line
         if table is None:
             table = _table_of(name, data, [entry for _, entry in found], ends)
-        report.index, wrong = _index_state(name, len(data), table)
+        report.index, wrong = _index_state(name, size, table)
         if wrong:
             problems.append(wrong)
     attempts = table.attempts() if table is not None else None
@@ -172,6 +179,34 @@ def _line_ends(data: bytes) -> list[int]:
     while (at := find(b"\n", at) + 1) > 0:
         append(at)
     return ends
+
+
+def _as_read(name: str, entries: Sequence[Entry], table: sidecar.Table
+             ) -> tuple[bytes, list[int], bytes, int] | None:
+    """(the last line with what follows it, the line ends, the torn tail, the size) of the
+    file `entries` and `table` were just read from, when it is still as that read saw it:
+    the same file state as the table's, no torn tail, and its last line the last entry.
+    None when anything differs: the caller reads the whole file again."""
+    ends = list(table.ends)
+    if table.count != len(entries) or not ends:
+        return None
+    try:
+        with open(name, "rb") as handle:
+            if sidecar.file_state(os.fstat(handle.fileno())) != table.state:
+                return None
+            start = ends[-2] if len(ends) > 1 else 0
+            handle.seek(start)
+            tail = handle.read()
+    except OSError:
+        return None
+    if start + len(tail) != ends[-1]:
+        return None  # a torn tail, or the file changed under us: read it whole
+    try:
+        if orjson.loads(tail[:-1]) != entries[-1]:
+            return None
+    except orjson.JSONDecodeError:
+        return None
+    return tail, ends, b"", ends[-1]
 
 
 def _still(entries: Sequence[Entry], data: bytes, ends: list[int], torn: bytes) -> bool:
