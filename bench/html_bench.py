@@ -15,9 +15,12 @@ first paint <= 3 s, a click <= 200 ms, a keystroke <= 100 ms.
 
 At 100k entries, 3 runs each on a loaded 2-core machine, before -> after the page built its
 tree rows and cards itself from the embedded file (the export only reading, redacting and
-zipping it): export 8.6-11.3x the parse floor (CPU 7.7-7.8x) -> 1.26-1.51x (CPU
-1.56-1.61x); memory 1.46x -> 1.07x; page 0.48x -> 0.09x; first paint 0.97-1.21 s -> 0.86-1.14
-s; slowest click 50 ms -> 50-59 ms; keystroke, the first included, 90-135 ms -> 28-73 ms.
+zipping it): export 8.6-11.3x the parse floor (CPU 7.7-7.8x) -> 1.51-1.81x (CPU
+1.40-1.46x); memory 1.46x -> 1.08x; page 0.48x -> 0.09x; first paint 0.97-1.21 s -> 0.79-1.22
+s; slowest click 50 ms -> 41-71 ms; keystroke, the first included, 90-135 ms -> 28-30 ms.
+With --chars 2000 (222 MB, text-heavy), after: export 2.40-3.53x (CPU 2.5-2.8x), memory
+1.01x, page 0.31x, first paint 3.1-3.9 s, click 117-130 ms, keystroke 52 ms (the first,
+before the idle page built its index, 1.6-2.3 s): not yet at the goals.
 """
 
 from __future__ import annotations

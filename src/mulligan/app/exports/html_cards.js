@@ -201,13 +201,17 @@ function cardOf(entry, label, change) {  // the entry's <article>, Markdown not 
   return card;
 }
 function textOf(entry, label, change) {  // what the search looks in: the card's words
-  const parts = [entry.id, str(entry.timestamp ?? ""), label ?? "", summaryOf(entry)];
+  const parts = [entry.id, str(entry.timestamp ?? ""), label ?? ""];
   const message = messageOf(entry);
+  if (message && ["user", "toolResult"].includes(message.role)) {  // its words once, whole
+    parts.push(message.role === "user" ? "you" : str(message.tool_name), contentText(message.content));
+  } else {
+    parts.push(summaryOf(entry));
+  }
   for (const block of message ? blocksOf(message) : []) {
     if (block.type === "thinking") parts.push(str(block.thinking ?? ""));
     else if (block.type === "toolCall") parts.push(json(block.arguments, 2));
   }
-  if (message && message.role !== "assistant") parts.push(contentText(message.content));
   if (isObject(change)) parts.push(str(change.changed), ...(change.lines || []).map(str));
   return parts.join("\n");
 }
