@@ -267,7 +267,7 @@ def test_settle_waits_for_this_threads_blobs_not_another_ones(tmp_path):
     # names them.
     import threading
 
-    from mulligan.app.workspace.blobs import Objects
+    from mulligan.app.workspace.blobs import _INLINE, Objects
 
     held = threading.Event()
 
@@ -279,7 +279,12 @@ def test_settle_waits_for_this_threads_blobs_not_another_ones(tmp_path):
     objects = Objects(path_of, by_content=True, what="blob")
     ready, go, other_done = threading.Event(), threading.Event(), threading.Event()
 
+    def fill(k: int) -> None:  # the first few are written by the caller itself
+        for n in range(_INLINE):
+            objects.put_soon(digest(b"%d %d" % (k, n)), b"%d %d" % (k, n))
+
     def other() -> None:
+        fill(1)
         objects.put_soon(digest(b"slow"), b"slow")
         ready.set()
         go.wait(30)
@@ -288,6 +293,7 @@ def test_settle_waits_for_this_threads_blobs_not_another_ones(tmp_path):
 
     def mine() -> None:
         ready.wait(30)
+        fill(2)
         objects.put_soon(digest(b"mine"), b"mine")
         objects.settle()
 

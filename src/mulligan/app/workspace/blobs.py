@@ -55,6 +55,7 @@ MIN_DELTA = 512  # bytes: a smaller object is only compressed
 _WORTH = 8  # a delta is kept when it is at most 1/_WORTH of the bytes it stands for
 _RECENT = 32 << 20  # bytes of recently written or read objects kept in memory (delta bases)
 _BACKLOG = 64 << 20  # bytes `put_soon` may hold before it waits
+_INLINE = 16  # blobs `put_soon` writes itself before it hands them to the worker threads
 
 
 def _deflate(data: bytes) -> bytes:
@@ -161,10 +162,16 @@ class Objects:
         self._remember(name, data)
 
     def put_soon(self, name: str, data: bytes, *, base: str | None = None) -> None:
-        """`put` (not durable) on one of two worker threads: a snapshot goes on reading and
-        hashing files while its new blobs are compressed and written (the writes, at least,
-        let go of the GIL). `settle` must be called before anything names them. At most
-        _BACKLOG bytes wait: beyond, this waits for the oldest."""
+        """`put` (not durable), on one of two worker threads once this thread has put
+        _INLINE since its last `settle` (a turn's snapshot writes one or two: a hand-off
+        would cost more than it saves): a first snapshot goes on reading and hashing files
+        while its new blobs are compressed and written. `settle` must be called before
+        anything names them. At most _BACKLOG bytes wait: beyond, this waits for the oldest."""
+        mine = self._mine.__dict__
+        mine["count"] = mine.get("count", 0) + 1
+        if mine["count"] <= _INLINE:
+            self.put(name, data, base=base, durable=False)
+            return
         with self._lock:
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(max_workers=2,
@@ -191,6 +198,7 @@ class Objects:
         parallel attempts); the first that failed raises here (a full disk fails the
         snapshot, as a `put` would)."""
         pending: list[Future[None]] = self._mine.__dict__.pop("jobs", [])
+        self._mine.__dict__.pop("count", None)
         for job in pending:
             job.result()
 
