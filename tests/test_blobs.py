@@ -212,6 +212,30 @@ def test_gc_never_frees_a_base_a_kept_blob_or_manifest_needs(tmp_path):
     assert other.gc([], grace=0)[1] == 2  # nothing kept: both freed
 
 
+def test_a_new_delta_makes_every_link_of_its_bases_chain_recent_for_a_running_gc(tmp_path):
+    # A gc that listed the store before this delta existed frees what is older than its
+    # grace when it comes to it: every link the delta needs must be recent by then, not
+    # only its base (the links under it were freed, leaving the new version unreadable).
+    versions = [b"".join(b"line %05d\n" % n for n in range(400))]
+    for n in range(3):
+        versions.append(versions[-1].replace(b"line %05d" % (100 * n), b"edit %05d" % n))
+    store = Store(tmp_path / "home")
+    store.keep(versions[0])
+    for before, data in zip(versions, versions[1:-1]):
+        store.blobs.put(digest(data), data, base=digest(before))
+    assert depth(store, digest(versions[2])) == 2
+    old = time.time() - 7200
+    for data in versions[:-1]:
+        os.utime(store.blob_path(digest(data)), (old, old))
+    later = Store(tmp_path / "home")  # another session, a while later
+    later.blobs.put(digest(versions[3]), versions[3], base=digest(versions[2]))
+    assert depth(later, digest(versions[3])) == 3
+    for data in versions[:-1]:
+        assert store.blob_path(digest(data)).stat().st_mtime > time.time() - 60
+    assert later.gc([], grace=3600)[1] == 0  # all recent: a running gc keeps them too
+    assert Store(tmp_path / "home").read_blob(digest(versions[3])) == versions[3]
+
+
 def test_a_store_written_before_compression_still_reads_and_grows_by_deltas(tmp_path):
     home = tmp_path / "home"
     root = home / "checkpoints"

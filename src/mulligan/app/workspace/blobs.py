@@ -56,6 +56,8 @@ _WORTH = 8  # a delta is kept when it is at most 1/_WORTH of the bytes it stands
 _RECENT = 32 << 20  # bytes of recently written or read objects kept in memory (delta bases)
 _BACKLOG = 64 << 20  # bytes `put_soon` may hold before it waits
 _INLINE = 16  # blobs `put_soon` writes itself before it hands them to the worker threads
+_HOLD_FOR = 300.0  # seconds a link touched by `_hold` counts as recent here (gc's grace: 3600)
+_HELD = 65536  # links whose (depth, base, touched) are remembered, at most
 
 
 def _deflate(data: bytes) -> bytes:
@@ -140,6 +142,8 @@ class Objects:
         self._pool: ThreadPoolExecutor | None = None
         self._mine = threading.local()  # .jobs: this thread's put_soon's, not yet settled
         self._backlog = 0  # bytes they hold
+        # name -> (depth, base, when this process last touched it or wrote it): `_hold`
+        self._held: OrderedDict[str, tuple[int, str | None, float]] = OrderedDict()
 
     # ---- writing ------------------------------------------------------------------------
 
@@ -160,6 +164,10 @@ class Objects:
                 form = data  # incompressible: raw, as an old store keeps everything
         write_atomic(self.path_of(name), form, durable=durable, along=along)
         self._remember(name, data)
+        if form.startswith(MAGIC + _DELTA):  # raw bytes never start with MAGIC
+            self._note(name, form[_HEAD], form[_HEAD + 1:_DELTA_HEAD].hex(), time.monotonic())
+        else:
+            self._note(name, 0, None, time.monotonic())
 
     def put_soon(self, name: str, data: bytes, *, base: str | None = None) -> None:
         """`put` (not durable), on one of two worker threads once this thread has put
@@ -204,13 +212,11 @@ class Objects:
 
     def _delta_form(self, digest: bytes, data: bytes, base: str) -> bytes | None:
         try:
-            # Touched first: a base in use is recent for `gc`'s grace, and one gc freed
-            # meanwhile is not used (its bytes may still be in memory).
-            os.utime(self.path_of(base))
-            depth, _ = self._link(base)
+            # Held first: every link of the base's chain is recent for `gc`'s grace, and
+            # one gc freed meanwhile is not used (its bytes may still be in memory).
+            depth = self._hold(base)
             if depth >= MAX_DEPTH:  # the chain is full: start again from its first object
                 base = self._first(base)
-                os.utime(self.path_of(base))
                 depth = 0
             old = self.read(base)
         except (OSError, ValueError):  # no usable base: stored whole
@@ -222,6 +228,43 @@ class Objects:
         if len(packed) * _WORTH > len(data):
             return None
         return MAGIC + _DELTA + digest + bytes([depth + 1]) + bytes.fromhex(base) + packed
+
+    def _hold(self, name: str) -> int:
+        """Touch object `name` and every link of its chain (mtime now), so that a gc that
+        listed the store before this delta was made still sees each of them as recent
+        when it comes to free it: a gc frees only what is older than its grace, and
+        touching the base alone left the links under it to be freed. `name` itself is
+        always touched (a base another process's gc freed is never used, even from memory);
+        a link under it this process touched or wrote in the last `_HOLD_FOR` seconds (far
+        less than gc's grace) is not touched again, so a chain of this session's versions
+        costs one syscall. Returns `name`'s depth. Raises OSError when a link is gone,
+        `Damaged` on a chain longer than MAX_DEPTH."""
+        now = time.monotonic()
+        top: int | None = None
+        for _ in range(MAX_DEPTH + 1):
+            with self._lock:
+                held = self._held.get(name)
+            stale = held is None or now - held[2] >= _HOLD_FOR
+            if top is None or stale:
+                os.utime(self.path_of(name))
+            if held is None or stale:
+                depth, below = self._link(name)
+                self._note(name, depth, below, now)
+            else:
+                depth, below = held[0], held[1]
+            top = depth if top is None else top
+            if below is None:
+                return top
+            name = below
+        raise Damaged(f"{self.what} {name}: its chain of deltas is longer than {MAX_DEPTH}: "
+                      "refused")
+
+    def _note(self, name: str, depth: int, base: str | None, when: float) -> None:
+        with self._lock:
+            self._held[name] = (depth, base, when)
+            self._held.move_to_end(name)
+            if len(self._held) > _HELD:
+                self._held.popitem(last=False)
 
     def _remember(self, name: str, data: bytes) -> None:
         if len(data) > _RECENT // 4:
