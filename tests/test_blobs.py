@@ -221,7 +221,7 @@ def test_a_new_delta_makes_every_link_of_its_bases_chain_recent_for_a_running_gc
         versions.append(versions[-1].replace(b"line %05d" % (100 * n), b"edit %05d" % n))
     store = Store(tmp_path / "home")
     store.keep(versions[0])
-    for before, data in zip(versions, versions[1:-1]):
+    for before, data in zip(versions[:-2], versions[1:-1], strict=True):
         store.blobs.put(digest(data), data, base=digest(before))
     assert depth(store, digest(versions[2])) == 2
     old = time.time() - 7200
