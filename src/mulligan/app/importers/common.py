@@ -9,7 +9,7 @@ source's tip. `convert` (`app/importers/convert.py`) numbers them into Mulligan 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -68,16 +68,7 @@ def json_lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
         data = Path(path).read_bytes()
     except OSError as exc:
         raise Unreadable(f"{path}: cannot be read: {exc.strerror or exc}") from None
-    for number, raw in enumerate(data.split(b"\n"), 1):
-        if not raw.strip():
-            continue
-        try:
-            value = orjson.loads(raw)
-        except orjson.JSONDecodeError as exc:
-            raise Unreadable(f"{path}: line {number} is not JSON ({exc})") from None
-        if not isinstance(value, dict):
-            raise Unreadable(f"{path}: line {number} is not a JSON object")
-        yield number, value
+    yield from _objects(path, data.split(b"\n"))
 
 
 def first_lines(path: Path, most: int = 5) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -88,18 +79,25 @@ def first_lines(path: Path, most: int = 5) -> Iterator[tuple[int, dict[str, Any]
     except OSError as exc:
         raise Unreadable(f"{path}: cannot be read: {exc.strerror or exc}") from None
     with handle:
-        for number, raw in enumerate(handle, 1):
-            if number > most:
-                return
-            if not raw.strip():
-                continue
-            try:
-                value = orjson.loads(raw)
-            except orjson.JSONDecodeError as exc:
-                raise Unreadable(f"{path}: line {number} is not JSON ({exc})") from None
-            if not isinstance(value, dict):
-                raise Unreadable(f"{path}: line {number} is not a JSON object")
-            yield number, value
+        yield from _objects(path, handle, most)
+
+
+def _objects(path: Path, lines: Iterable[bytes], most: int | None = None
+             ) -> Iterator[tuple[int, dict[str, Any]]]:
+    """The parsing both readers share: (number, object) per non-blank line, up to line
+    `most`; Unreadable naming `path` and the line for one that is not a JSON object."""
+    for number, raw in enumerate(lines, 1):
+        if most is not None and number > most:
+            return
+        if not raw.strip():
+            continue
+        try:
+            value = orjson.loads(raw)
+        except orjson.JSONDecodeError as exc:
+            raise Unreadable(f"{path}: line {number} is not JSON ({exc})") from None
+        if not isinstance(value, dict):
+            raise Unreadable(f"{path}: line {number} is not a JSON object")
+        yield number, value
 
 
 def iso(value: Any, fallback: str = "") -> str:
