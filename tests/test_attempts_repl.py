@@ -113,8 +113,17 @@ def test_ctrl_c_stops_every_attempt_and_the_folder_stays_as_it_was(tmp_path):
         screen.send("C-c")
         screen.wait_for("stopping every attempt")
         screen.wait_for(lambda s: "Ctrl-C stops them all" not in s)
-        screen.send("/attempts", "Enter")
-        table = screen.wait_for("/compare A B shows")
+        # One capture without the live line can be a redraw in progress, not the attempts
+        # ended: /attempts then lists them running, and is asked again until the table shows.
+        for _ in range(12):
+            screen.send("/attempts", "Enter")
+            try:
+                table = screen.wait_for("/compare A B shows", limit=5)
+                break
+            except AssertionError:
+                continue
+        else:
+            raise AssertionError(f"the attempts did not end within 60 s:\n{screen.text()}")
         rows = [row for row in table.splitlines() if "scripted/r" in row and "·" not in row]
         assert len(rows) == 3 and all(row.rstrip().endswith("stopped") or " stopped " in row
                                       for row in rows), table

@@ -187,6 +187,10 @@ class LiveRenderer:
                 self.console.print()
                 self._midline = False
         self._streamed = False
+        self._stopped(message)
+
+    def _stopped(self, message: Mapping[str, Any]) -> None:
+        """The line a reply that did not end normally gets, in either mode."""
         reason = message.get("stop_reason")
         if reason == "error":
             # Not "Error: ...": a reply may begin so; this line is Mulligan's own.
@@ -337,12 +341,7 @@ class LiveRenderer:
                            "dim italic")
             elif kind == "toolCall":
                 self._call(str(block.get("name")), block.get("arguments") or {})
-        reason = message.get("stop_reason")
-        if reason == "error":
-            self._line(f"✗ the run stopped: {message.get('error_message', 'it failed')}",
-                       "bold red")
-        elif reason == "aborted":
-            self._line("(aborted)", "yellow")
+        self._stopped(message)
 
     def finish(self) -> bool:
         self._flush_pending()
