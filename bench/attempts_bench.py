@@ -35,7 +35,7 @@ from mulligan.app.attempts.folders import make_folder
 from mulligan.app.attempts.session import start_attempts
 from mulligan.app.permissions import Permissions
 from mulligan.app.workspace.checkpoints import Checkpoints
-from mulligan.app.workspace.snapshots import Store
+from mulligan.app.workspace.store.snapshots import Store
 from mulligan.testing import Request, ScriptedModel, call, reply, say
 from mulligan.tools import coding_tools
 

@@ -12,7 +12,7 @@ virtualenv's site-packages. For each, in one run, best of --runs:
   it -- its recorder's inotify monitor (`mulligan.app.workspace.monitor`) has seen no change
   since the last walk -- and walked without the monitor (the first snapshot after a restart,
   or a system without inotify): a new Store each time, so the stat index
-  (`mulligan.app.workspace.statindex`) is read from disk, once the tree is older than the
+  (`mulligan.app.workspace.store.statindex`) is read from disk, once the tree is older than the
   index's racy margin (2 s: a tree just written is hashed again, by the racy-clean rule).
   git status, the walk and a bare lstat walk (Python's floor) are interleaved round by
   round (at least 9), ratio of the best of each, medians beside it; then one file is
@@ -50,10 +50,10 @@ from pathlib import Path
 from mulligan.app import Controller
 from mulligan.app.sessions.catalog import new_session_path
 from mulligan.app.settings import Settings
-from mulligan.app.workspace import statindex
 from mulligan.app.workspace.checkpoints import Checkpoints
 from mulligan.app.workspace.monitor import Monitor
-from mulligan.app.workspace.snapshots import Store
+from mulligan.app.workspace.store import statindex
+from mulligan.app.workspace.store.snapshots import Store
 from mulligan.testing import ScriptedModel, call, reply, say
 from mulligan.tools import coding_tools
 

@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 import pg_server  # noqa: E402
 from mulligan.app.workspace.checkpoints import Checkpoints  # noqa: E402
 from mulligan.app.workspace.shared import Shared  # noqa: E402
-from mulligan.app.workspace.snapshots import Store  # noqa: E402
+from mulligan.app.workspace.store.snapshots import Store  # noqa: E402
 from mulligan.session import SessionLog  # noqa: E402
 from mulligan.session.stores.postgres import Database  # noqa: E402
 from session_bench import best, conversation  # noqa: E402

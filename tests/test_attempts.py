@@ -29,7 +29,7 @@ from mulligan.app.attempts.session import adopt, running, start_attempts
 from mulligan.app.permissions import Permissions
 from mulligan.app.settings import Settings
 from mulligan.app.workspace.checkpoints import Checkpoints, RestoreRefused
-from mulligan.app.workspace.snapshots import Store
+from mulligan.app.workspace.store.snapshots import Store
 from mulligan.session import SessionLog
 from mulligan.session.view import messages_of
 from mulligan.testing import ScriptedModel, call, reply, say, tool_result, user

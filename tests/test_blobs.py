@@ -1,4 +1,4 @@
-"""The snapshot store's object layer (app/workspace/blobs.py) on real folders and stores:
+"""The snapshot store's object layer (app/workspace/store/blobs.py) on real folders and stores:
 deltas and their chains give back exactly the bytes they stand for (any edit sequence), a
 damaged delta, base or manifest is refused by name (and a restore needing it changes
 nothing), gc never frees a base a kept object needs, and a store written before compression
@@ -17,10 +17,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mulligan.app.workspace.blobs import MAGIC, MAX_DEPTH, Damaged
-from mulligan.app.workspace.delta import apply_delta, make_delta
 from mulligan.app.workspace.restore import apply, plan
-from mulligan.app.workspace.snapshots import Store
+from mulligan.app.workspace.store.blobs import MAGIC, MAX_DEPTH, Damaged
+from mulligan.app.workspace.store.delta import apply_delta, make_delta
+from mulligan.app.workspace.store.snapshots import Store
 
 LINES = st.sampled_from([b"a\n", b"b\n", b"\n", b"c", b"dd\r\n", b"e\r", b"x" * 40 + b"\n",
                          b"}\n", b"\xff\x00\n", b"unique one\n", b"unique two\n"])
@@ -252,7 +252,7 @@ def test_a_store_written_before_compression_still_reads_and_grows_by_deltas(tmp_
         blob.write_bytes(data)  # as the store kept every blob before: raw
         info = os.stat(work / rel)
         files[rel] = ["file", 0o644, len(data), info.st_mtime_ns, digest(data)]
-    from mulligan.app.workspace.snapshots import manifest_id
+    from mulligan.app.workspace.store.snapshots import manifest_id
     tree = manifest_id({k: tuple(v) for k, v in files.items()}, {}, [])
     (root / "trees").mkdir()
     (root / "trees" / f"{tree}.json").write_bytes(orjson.dumps(
@@ -291,7 +291,7 @@ def test_settle_waits_for_this_threads_blobs_not_another_ones(tmp_path):
     # names them.
     import threading
 
-    from mulligan.app.workspace.blobs import _INLINE, Objects
+    from mulligan.app.workspace.store.blobs import _INLINE, Objects
 
     held = threading.Event()
 

@@ -15,7 +15,7 @@ from mulligan.app.sessions.catalog import new_session_path, referenced_snapshots
 from mulligan.app.settings import Settings
 from mulligan.app.workspace.checkpoints import Checkpoints
 from mulligan.app.workspace.restore import RestoreRefused
-from mulligan.app.workspace.snapshots import Store, Unsafe
+from mulligan.app.workspace.store.snapshots import Store, Unsafe
 from mulligan.session import SessionLog
 from mulligan.testing import ScriptedModel, call, reply, say
 from mulligan.tools import coding_tools

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from inotify_simple import INotify, flags
 
-from mulligan.app.workspace.snapshots import TEMP_MARK, Store
+from mulligan.app.workspace.store.snapshots import TEMP_MARK, Store
 
 PYTHON = sys.executable
 TRIALS = 50

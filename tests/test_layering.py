@@ -205,7 +205,7 @@ def test_the_order_check_flags_planted_upward_sideways_and_lazy_imports() -> Non
         "mulligan.loop": "from .harness import Harness\n",  # relative, upward
         "mulligan.app.controller": "from mulligan.frontends import tree\n",
         "mulligan.providers.local.model": "import mulligan.testing\n",  # sideways
-        "mulligan.app.workspace.snapshots": "from mulligan.app.controller import Refused\n",
+        "mulligan.app.workspace.store.snapshots": "from mulligan.app.controller import Refused\n",
         "mulligan.app.rewind.back": "from mulligan.app.exports.export import KINDS\n",
         "mulligan.app.exports.html": "from mulligan.app.settings import Settings\n",
     }
@@ -218,7 +218,7 @@ def test_the_order_check_flags_planted_upward_sideways_and_lazy_imports() -> Non
         "mulligan.cli": "from mulligan import modes\n",
         "mulligan.session.log": "from mulligan.session.index import Index\n",
         "mulligan.app.controller": "from mulligan.app.rewind.back import go_back\n",
-        "mulligan.app.workspace.restore": "from mulligan.app.workspace import snapshots\n",
+        "mulligan.app.workspace.restore": "from mulligan.app.workspace.store import snapshots\n",
         "mulligan.app.attempts.run": "from mulligan.app import Controller\n",
     }
     for importer, source in allowed.items():

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from mulligan.app.workspace.monitor import Monitor
-from mulligan.app.workspace.snapshots import Store
+from mulligan.app.workspace.store.snapshots import Store
 
 
 def tree(root: Path) -> Path:

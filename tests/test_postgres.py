@@ -506,7 +506,7 @@ def test_store_in_config_toml_selects_the_database(tmp_path, pg_url):
 
 def test_gc_keeps_the_snapshots_a_database_session_can_restore(tmp_path, pg_url):
     from mulligan.app.sessions.catalog import referenced_snapshots, snapshot_ids
-    from mulligan.app.workspace.snapshots import Store
+    from mulligan.app.workspace.store.snapshots import Store
 
     home, work = tmp_path / "home", tmp_path / "work"
     call = {"role": "assistant", "stop_reason": "toolUse", "content": [

@@ -17,7 +17,7 @@ import pytest
 
 psycopg = pytest.importorskip("psycopg")
 from mulligan.app.workspace.shared import SCHEMA, Shared  # noqa: E402
-from mulligan.app.workspace.snapshots import Store  # noqa: E402
+from mulligan.app.workspace.store.snapshots import Store  # noqa: E402
 from mulligan.session.stores.postgres import Database  # noqa: E402
 from test_cli import script  # noqa: E402
 from test_postgres import PYTHON, mulligan  # noqa: E402

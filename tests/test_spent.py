@@ -15,7 +15,7 @@ from mulligan.app.attempts.session import start_attempts
 from mulligan.app.permissions import Permissions
 from mulligan.app.settings import Settings
 from mulligan.app.workspace.checkpoints import Checkpoints
-from mulligan.app.workspace.snapshots import Store
+from mulligan.app.workspace.store.snapshots import Store
 from mulligan.frontends.status import status_line, usage_lines
 from mulligan.session import SessionLog
 from mulligan.testing import ScriptedModel, reply

@@ -1,4 +1,4 @@
-"""The stat index (`mulligan.app.workspace.statindex`) on real folders: a walk that takes what
+"""The stat index (`mulligan.app.workspace.store.statindex`) on real folders: a walk that takes what
 it can from the index records exactly what a walk without one records, after every kind of
 change; git's racy-clean rule holds (a file whose stat is not older than the index's time is
 hashed again); a replaced file is never taken for the one it replaced; a damaged index is no
@@ -12,10 +12,10 @@ import shutil
 import time
 from pathlib import Path
 
-from mulligan.app.workspace import statindex
 from mulligan.app.workspace.monitor import Monitor
 from mulligan.app.workspace.restore import RestoreRefused
-from mulligan.app.workspace.snapshots import Store
+from mulligan.app.workspace.store import statindex
+from mulligan.app.workspace.store.snapshots import Store
 from mulligan.home import folder_slug
 from test_checkpoints import session, write
 from test_monitor import OPERATIONS, act, tree

@@ -14,7 +14,7 @@ from mulligan.app import Controller
 from mulligan.app.sessions.catalog import new_session_path
 from mulligan.app.settings import Settings
 from mulligan.app.workspace.checkpoints import Checkpoints
-from mulligan.app.workspace.snapshots import Store
+from mulligan.app.workspace.store.snapshots import Store
 from mulligan.session import SessionLog
 from mulligan.session.maintenance import check
 from mulligan.session.view import SUMMARY_PREAMBLE

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from mulligan.app.sessions.stores import Sessions
     from mulligan.app.settings import Settings
     from mulligan.app.workspace.checkpoints import Checkpoints
-    from mulligan.app.workspace.snapshots import Store
+    from mulligan.app.workspace.store.snapshots import Store
     from mulligan.session import SessionLog
     from mulligan.tools import Tool
 
@@ -259,7 +259,7 @@ def store_of(home: Path, **limits: int) -> Store:
     """The snapshot store under `home`; with a database store, copied there too and read
     from there what is not here (`mulligan.app.workspace.shared`)."""
     from mulligan.app.sessions.stores import store_url
-    from mulligan.app.workspace.snapshots import Store
+    from mulligan.app.workspace.store.snapshots import Store
     from mulligan.providers.config import load_config
 
     store = Store(home, **limits)

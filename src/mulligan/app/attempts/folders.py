@@ -22,7 +22,7 @@ from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from mulligan.app.workspace.snapshots import Store
+from mulligan.app.workspace.store.snapshots import Store
 from mulligan.home import private_dirs
 
 __all__ = ["SHARED", "attempts_root", "folder_for", "gc_folders", "make_folder",

@@ -18,7 +18,7 @@ from typing import Any
 from mulligan.app.usage import cost_of, price_of
 from mulligan.app.workspace.checkpoints import expected_tree, workspace_of
 from mulligan.app.workspace.diffs import snapshot_diff
-from mulligan.app.workspace.snapshots import Store, changed_paths
+from mulligan.app.workspace.store.snapshots import Store, changed_paths
 from mulligan.brief import message_line
 from mulligan.session import SessionLog
 from mulligan.session.branches import children_of, message_of, path_ids

@@ -32,7 +32,7 @@ from typing import Any
 from mulligan.app.attempts.folders import SHARED, folder_for, make_folder
 from mulligan.app.models import model_label
 from mulligan.app.workspace.checkpoints import Checkpoints, expected_tree
-from mulligan.app.workspace.snapshots import Store, changed_paths
+from mulligan.app.workspace.store.snapshots import Store, changed_paths
 from mulligan.brief import call_text
 from mulligan.harness import Harness
 from mulligan.messages import Message

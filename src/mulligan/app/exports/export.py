@@ -20,7 +20,7 @@ from mulligan.app.sessions.catalog import new_session_path
 from mulligan.session import SessionLog
 
 if TYPE_CHECKING:
-    from mulligan.app.workspace.snapshots import Store
+    from mulligan.app.workspace.store.snapshots import Store
 
 __all__ = ["KINDS", "Kind", "export", "exports_folder", "origin_of", "render"]
 

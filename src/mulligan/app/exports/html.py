@@ -46,7 +46,7 @@ from mulligan.session.branches import all_labels, message_of
 from mulligan.session.entries import Entry
 
 if TYPE_CHECKING:
-    from mulligan.app.workspace.snapshots import Store
+    from mulligan.app.workspace.store.snapshots import Store
 
 __all__ = ["to_html"]
 

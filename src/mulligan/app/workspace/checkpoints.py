@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mulligan.app.workspace.monitor import Monitor
-from mulligan.app.workspace.snapshots import Manifest, Store, Unsafe, changed_paths
+from mulligan.app.workspace.store.snapshots import Manifest, Store, Unsafe, changed_paths
 
 if TYPE_CHECKING:
     from mulligan.app.workspace.restore import Restored

@@ -12,7 +12,7 @@ from __future__ import annotations
 import difflib
 
 from mulligan.app.workspace.checkpoints import expected_tree, state_at, workspace_of
-from mulligan.app.workspace.snapshots import FileFacts, Store, changed_paths
+from mulligan.app.workspace.store.snapshots import FileFacts, Store, changed_paths
 from mulligan.session import SessionLog
 from mulligan.session.branches import children_of, message_of, subtree_ids
 

@@ -19,7 +19,7 @@ from typing import Any
 import merge3
 
 from mulligan.app.workspace.checkpoints import SessionEntry, workspace_of
-from mulligan.app.workspace.snapshots import Manifest, Store
+from mulligan.app.workspace.store.snapshots import Manifest, Store
 
 __all__ = ["Overlap", "Step", "merge_file", "steps"]
 

@@ -56,7 +56,6 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mulligan.app.workspace.blobs import readable
 from mulligan.app.workspace.checkpoints import (
     RestoreRefused,
     SessionEntry,
@@ -64,7 +63,8 @@ from mulligan.app.workspace.checkpoints import (
     state_at,
 )
 from mulligan.app.workspace.merge import Overlap, Step, merge_file, steps
-from mulligan.app.workspace.snapshots import (
+from mulligan.app.workspace.store.blobs import readable
+from mulligan.app.workspace.store.snapshots import (
     TEMP_MARK,
     FileFacts,
     Manifest,

@@ -46,7 +46,7 @@ from typing import Any
 
 import orjson
 
-from mulligan.app.workspace.snapshots import FileFacts, Store, check_id, manifest_id
+from mulligan.app.workspace.store.snapshots import FileFacts, Store, check_id, manifest_id
 from mulligan.home import private_dirs
 
 __all__ = ["DRAIN", "SCHEMA", "Shared"]

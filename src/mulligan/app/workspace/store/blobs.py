@@ -10,7 +10,7 @@ its snapshot id). `Objects` is one folder of them; its first bytes say which for
     delta  MAGIC b"d" + hash (20) + depth (1) + base name (20) + zlib(ops)
 
 `hash` is the BLAKE2b-160 of the bytes the object stands for (a blob's name; a manifest's own
-check). A delta's ops (`mulligan.app.workspace.delta`: computed in O(n) by lines, a one-line
+check). A delta's ops (`mulligan.app.workspace.store.delta`: computed in O(n) by lines, a one-line
 edit of a 1 MB file costs tens of bytes) copy byte ranges of its base -- another object of
 the same folder, itself whole, raw or a delta of depth - 1 -- and insert literal bytes. A
 chain is at most `MAX_DEPTH` deltas long (git's default); at that depth the next version is
@@ -38,11 +38,11 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from mulligan.app.workspace.delta import apply_delta, make_delta
+from mulligan.app.workspace.store.delta import apply_delta, make_delta
 from mulligan.home import open_private, private_dirs
 
 if TYPE_CHECKING:
-    from mulligan.app.workspace.snapshots import FileFacts, Store
+    from mulligan.app.workspace.store.snapshots import FileFacts, Store
 
 __all__ = ["MAGIC", "MAX_DEPTH", "Damaged", "Objects", "collect", "readable", "write_atomic"]
 

@@ -3,11 +3,11 @@
 ``$MULLIGAN_HOME/checkpoints/`` holds ``blobs/ab/cdef...`` (a file's bytes, named by their
 BLAKE2b-160 hash), ``trees/<id>.json`` (a manifest: every path with its kind, mode, size,
 mtime and hash or link target, and what was skipped and why) and ``stat/<folder>.idx`` (the
-stat index, `mulligan.app.workspace.statindex`: a path whose stat is what it was, and not
+stat index, `mulligan.app.workspace.store.statindex`: a path whose stat is what it was, and not
 racy, is not read again; a folder whose every stat is is not even listed).
 Blobs and manifests are kept compressed, or as a delta against the previous version at the
 same path (the previous snapshot of the folder, for a manifest), and verified when read
-(`mulligan.app.workspace.blobs`); a store written before that still reads.
+(`mulligan.app.workspace.store.blobs`); a store written before that still reads.
 Everything is created 0600 in 0700 folders, written to a temporary name and renamed into
 place, so a crash leaves a whole object or none; a manifest is written only after its blobs.
 Sessions share the store; `gc` frees what no session refers to.
@@ -41,10 +41,10 @@ from typing import Any
 
 import orjson
 
-from mulligan.app.workspace import statindex
-from mulligan.app.workspace.blobs import Objects, collect, write_atomic
 from mulligan.app.workspace.monitor import Monitor
-from mulligan.app.workspace.walk import TEMP_MARK, Walk
+from mulligan.app.workspace.store import statindex
+from mulligan.app.workspace.store.blobs import Objects, collect, write_atomic
+from mulligan.app.workspace.store.walk import TEMP_MARK, Walk
 from mulligan.home import folder_slug, private_dirs
 
 __all__ = ["TEMP_MARK", "FileFacts", "Manifest", "Store", "Unsafe", "changed_paths",

@@ -2,7 +2,7 @@
 ignore (the `.gitignore` files as they are now, read with pathspec), in name order, never
 into `.git` nor through a link; what it skipped or found ignored is listed, not dropped.
 
-With the stat index of the last walk (`mulligan.app.workspace.statindex`), a folder whose own
+With the stat index of the last walk (`mulligan.app.workspace.store.statindex`), a folder whose own
 stat, ignore rules and every entry's stat are what the index recorded (and none of them racy)
 is taken whole from it: one lstat per path and one compare per folder, no readdir, no ignore
 matching, no hashing. Otherwise the folder is read; a name the index knows (same kind, the
@@ -28,7 +28,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mulligan.app.workspace.statindex import MARGIN, Folder, Index, Key, Recorded, key_of
+from mulligan.app.workspace.store.statindex import MARGIN, Folder, Index, Key, Recorded, key_of
 
 if TYPE_CHECKING:
     import pathspec
