@@ -90,19 +90,43 @@ class Recorded:
 class Index:
     """A loaded index. `racy_from`: a stat whose mtime or ctime is at or after this (ns) is
     racy (never trusted). `tree`: the snapshot id the index describes. `meta`: what must be
-    unchanged for any of it to count (`same_rules`)."""
+    unchanged for any of it to count (`same_rules`). The entries' stat keys stay in
+    `columns` (st_mode x count, st_size x count, ... as the file has them): a walk that finds
+    them unchanged compares them natively and never makes a tuple of them (`keys_of`)."""
 
     racy_from: int
     tree: str
     meta: dict[str, Any]
     folders: dict[str, Folder]
     rels: list[str]
-    keys: list[Key]
+    columns: array[int]
     facts: list[FileFacts]
     ignored: list[str]
+    # `rels` as the file holds them: NUL-separated bytes, after `_skip` other names.
+    _names: bytes | memoryview | None = None
+    _skip: int = 0
 
     def racy(self, key: Key) -> bool:
         return key[2] >= self.racy_from or key[3] >= self.racy_from
+
+    def keys_of(self, start: int, end: int) -> list[Key]:
+        """The stat keys of entries `start` to `end`."""
+        c, n = self.columns, len(self.rels)
+        return list(zip(c[start:end], c[n + start:n + end], c[2 * n + start:2 * n + end],
+                        c[3 * n + start:3 * n + end], c[4 * n + start:4 * n + end],
+                        strict=True))
+
+    def key(self, at: int) -> Key:
+        c, n = self.columns, len(self.rels)
+        return c[at], c[n + at], c[2 * n + at], c[3 * n + at], c[4 * n + at]
+
+    def names(self) -> tuple[bytes | memoryview, int]:
+        """(`rels` as bytes, NUL-separated, as the file system has them; how many names come
+        before them there) -- what `_lstats.differ` reads."""
+        if self._names is None:
+            self._names = "\0".join(self.rels).encode("utf-8", "surrogateescape")
+            self._skip = 0
+        return self._names, self._skip
 
 
 def build(started: int, tree: str, meta: dict[str, Any], folders: Sequence[Recorded]
@@ -112,7 +136,7 @@ def build(started: int, tree: str, meta: dict[str, Any], folders: Sequence[Recor
     writes."""
     table: dict[str, Folder] = {}
     rels: list[str] = []
-    keys: list[Key] = []
+    keys: list[Key] = []  # the entries' keys, then as columns
     facts: list[FileFacts] = []
     ignored: list[str] = []
     for f in folders:
@@ -122,8 +146,11 @@ def build(started: int, tree: str, meta: dict[str, Any], folders: Sequence[Recor
         keys += f.keys
         facts += f.facts
         ignored += f.ignored
+    columns = array("q")
+    for column in range(5):
+        columns.extend(k[column] for k in keys)
     return Index(started - MARGIN, tree, {**meta, "started": started, "tree": tree}, table,
-                 rels, keys, facts, ignored)
+                 rels, columns, facts, ignored)
 
 
 def dump(index: Index) -> bytes:
@@ -134,9 +161,8 @@ def dump(index: Index) -> bytes:
     for f in folders.values():  # entries, ignored, key x5, has rules, rules x5, clean, 0, 0
         ints.extend((f.entries, f.ignored, *f.key, f.rules is not None,
                      *(f.rules or (0, 0, 0, 0, 0)), f.clean, 0, 0))
-    keys, facts = index.keys, index.facts
-    for column in range(5):
-        ints.extend(k[column] for k in keys)
+    facts = index.facts
+    ints.extend(index.columns)
     ints.extend(_KIND[x[0]] for x in facts)
     ints.extend(x[1] for x in facts)
     ints.extend(x[2] for x in facts)
@@ -146,7 +172,7 @@ def dump(index: Index) -> bytes:
     strings += index.ignored
     text = "\0".join(strings).encode("utf-8", "surrogateescape")
     head = orjson.dumps(index.meta)
-    body = _HEAD.pack(MAGIC, len(head), len(text), len(folders), len(keys),
+    body = _HEAD.pack(MAGIC, len(head), len(text), len(folders), len(index.rels),
                       len(index.ignored)) + head + text + ints.tobytes()
     return body + struct.pack("<I", zlib.crc32(body))
 
@@ -173,6 +199,7 @@ def parse(data: bytes) -> Index | None:
         at = _HEAD.size
         meta = orjson.loads(data[at:at + meta_len])
         at += meta_len
+        text_at = at
         strings = data[at:at + text_len].decode("utf-8", "surrogateescape").split("\0") \
             if n + 2 * count + n_ign else []
         at += text_len
@@ -182,11 +209,10 @@ def parse(data: bytes) -> Index | None:
                 not isinstance(meta, dict):
             return None
         per = ints[:n * 16]
-        col = [ints[n * 16 + c * count:n * 16 + (c + 1) * count] for c in range(9)]
-        keys: list[Key] = list(zip(col[0], col[1], col[2], col[3], col[4], strict=True))
+        col = [ints[n * 16 + c * count:n * 16 + (c + 1) * count] for c in range(5, 9)]
         rels = strings[n:n + count]
-        facts: list[FileFacts] = list(zip(map(KINDS.__getitem__, col[5]), col[6], col[7],
-                                          col[8], strings[n + count:n + 2 * count],
+        facts: list[FileFacts] = list(zip(map(KINDS.__getitem__, col[0]), col[1], col[2],
+                                          col[3], strings[n + count:n + 2 * count],
                                           strict=True))
         folders: dict[str, Folder] = {}
         start = ign = 0
@@ -202,6 +228,7 @@ def parse(data: bytes) -> Index | None:
         if not isinstance(meta.get("tree"), str) or not _HEX40.fullmatch(meta["tree"]):
             return None  # it becomes a path: 40 hex digits or nothing
         return Index(int(meta["started"]) - MARGIN, str(meta["tree"]), meta, folders, rels,
-                     keys, facts, strings[n + 2 * count:])
+                     ints[n * 16:n * 16 + 5 * count], facts, strings[n + 2 * count:],
+                     memoryview(data)[text_at:text_at + text_len], n)
     except (ValueError, KeyError, TypeError, IndexError, struct.error):
         return None
