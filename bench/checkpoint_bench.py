@@ -14,9 +14,11 @@ virtualenv's site-packages. For each, in one run, best of --runs:
   or a system without inotify): a new Store each time, so the stat index
   (`mulligan.app.workspace.store.statindex`) is read from disk, once the tree is older than the
   index's racy margin (2 s: a tree just written is hashed again, by the racy-clean rule).
-  git status, the walk and a bare lstat walk (Python's floor) are interleaved round by
-  round (at least 9), ratio of the best of each, medians beside it; then one file is
-  written and the next monitored snapshot must have it;
+  git status, the walk, a bare lstat walk (Python's floor for a stat walk) and the native
+  floor (the walk's C part alone: `_lstats.differ` of every indexed path on two threads,
+  the index already in memory) are interleaved round by round (at least 9), ratio of the
+  best of each, medians beside it; then one file is written and the next monitored
+  snapshot must have it;
 - first: the first snapshot into an empty store vs `git add -A && git write-tree` into a
   fresh scratch repository; target at most 1.5x;
 - a turn with one `write` and one `bash` on a small project (examples/demo-project) through
@@ -54,6 +56,11 @@ from mulligan.app.workspace.checkpoints import Checkpoints
 from mulligan.app.workspace.monitor import Monitor
 from mulligan.app.workspace.store import statindex
 from mulligan.app.workspace.store.snapshots import Store
+
+try:
+    from mulligan.app.workspace.store import _lstats
+except ImportError:  # not built: the native floor is not printed
+    _lstats = None  # type: ignore[assignment]
 from mulligan.testing import ScriptedModel, call, reply, say
 from mulligan.tools import coding_tools
 
@@ -102,6 +109,18 @@ def bare_walk(root: Path) -> int:
     return count
 
 
+def native_stats(root: Path, index: statindex.Index) -> int:
+    """What the walk's native part does alone: every indexed path's lstat compared with the
+    index (`_lstats.differ`, two threads), the index already in memory."""
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        names, skip = index.names()
+        count = len(index.rels)
+        return len(_lstats.differ(fd, names, skip, count, index.columns, count, False, 2))
+    finally:
+        os.close(fd)
+
+
 def compare(name: str, tree: Path, runs: int, scratch: Path, missed: list[str]) -> None:
     files = sum(len(f) for _, _, f in os.walk(tree))
     repo = scratch / f"{name}-repo"
@@ -117,12 +136,16 @@ def compare(name: str, tree: Path, runs: int, scratch: Path, missed: list[str]) 
     # Interleaved rounds, one of each per round, so load on this shared machine meets all
     # three alike; a fresh Store each time: nothing in memory, the index read from disk, as
     # the first snapshot after a restart has it.
-    statuses, walks, walkeds = [], [], []
+    index = statindex.load(next((home / "checkpoints" / "stat").glob("*.idx")))
+    assert index is not None
+    statuses, walks, walkeds, natives = [], [], [], []
     for _ in range(max(runs, 9)):
         statuses.append(best(lambda: git(repo, "status", "--porcelain"), 1))
         walks.append(best(lambda: bare_walk(repo), 1))
         walkeds.append(best(lambda: Store(home, max_snapshot=1 << 40,
                                           max_file=1 << 30).snapshot(repo), 1))
+        if _lstats is not None:
+            natives.append(best(lambda: native_stats(repo, index), 1))
     status, walk, walked = min(statuses), min(walks), min(walkeds)
     by_median = statistics.median(walkeds) / statistics.median(statuses)
     monitor = Monitor.start(repo)  # what a session's recorder holds
@@ -159,6 +182,12 @@ def compare(name: str, tree: Path, runs: int, scratch: Path, missed: list[str]) 
           "without inotify: the stat index read from disk)")
     print(f"  bare walk (scandir + lstat of every path, Python's floor for any stat walk) "
           f"{walk * 1000:.1f} ms = {walk / status:.2f}x git status")
+    if natives:
+        print(f"  native floor (the C lstat of every indexed path and its compare alone, "
+              f"no index read) {min(natives) * 1000:.1f} ms = {min(natives) / status:.2f}x "
+              "git status")
+    else:
+        print("  native floor: not measured (the _lstats extension is not built: make)")
     print(f"  first snapshot     {first * 1000:8.1f} ms   git add+write-tree "
           f"{add * 1000:5.1f} ms   {first / add:5.2f}x (target <= 1.5x)")
     if unchanged / status > 1.5:
@@ -362,6 +391,8 @@ def main() -> int:
     parser.add_argument("--only-restore", action="store_true")
     parser.add_argument("--only-growth", action="store_true")
     parser.add_argument("--only-turn", action="store_true")
+    parser.add_argument("--only-snapshots", action="store_true",
+                        help="the two trees' snapshot figures alone (no restore, turn, growth)")
     parser.add_argument("--turns", type=int, default=30, help="interleaved pairs of turns")
     args = parser.parse_args()
     scratch = Path(tempfile.mkdtemp(prefix="mulligan-checkpoint-bench-"))
@@ -374,13 +405,16 @@ def main() -> int:
             turn(Path(__file__).resolve().parents[1] / "examples" / "demo-project", scratch,
                  args.turns, missed)
             return 1 if missed else 0
-        restore(scratch, args.files, args.runs, missed)
+        if not args.only_snapshots:
+            restore(scratch, args.files, args.runs, missed)
         if args.only_restore:
             return 0
         compare("generated", generated(scratch / "generated", args.files), args.runs, scratch,
                 missed)
         packages = Path(next(p for p in site.getsitepackages() if p.endswith("site-packages")))
         compare("site-packages", packages, args.runs, scratch, missed)
+        if args.only_snapshots:
+            return 1 if missed else 0
         turn(Path(__file__).resolve().parents[1] / "examples" / "demo-project", scratch,
              args.turns, missed)
         growth(scratch, missed)

@@ -5,7 +5,10 @@ into `.git` nor through a link; what it skipped or found ignored is listed, not 
 With the stat index of the last walk (`mulligan.app.workspace.store.statindex`), a folder whose own
 stat, ignore rules and every entry's stat are what the index recorded (and none of them racy)
 is taken whole from it: one lstat per path and one compare per folder, no readdir, no ignore
-matching, no hashing. Otherwise the folder is read; a name the index knows (same kind, the
+matching, no hashing. Without a monitor (the first walk after a restart) every path's lstat
+is compared with the index ahead of the walk, in C on two threads (`_lstats.c`, built by
+setup.py; in Python where it could not be built), and a tree found all as recorded is taken
+whole at once. Otherwise the folder is read; a name the index knows (same kind, the
 rules unchanged) keeps its ignore verdict, and a file whose stat is the recorded one, not
 racy, keeps its hash. Ignore rules are compiled once per file version (`_compiled`), and only
 when a path the index does not know needs them.
@@ -58,8 +61,9 @@ class Walk:
     def __init__(self, root: str, index: Index | None, *,
                  excluded: tuple[set[str], list[tuple[str, str]]] = (set(), []),
                  forced: Iterable[str] = (), visit: Callable[[str], None] | None = None,
-                 max_file: int = 0) -> None:
+                 max_file: int = 0, native: bool = True) -> None:
         self.root, self.visit = root, visit
+        self._native = _lstats if native else None  # False: the Python path (tests/test_lstats)
         self.started = time.time_ns()
         self.files: dict[str, FileFacts] = {}
         self.skipped: dict[str, str] = {}
@@ -105,7 +109,9 @@ class Walk:
         try:
             lstat = partial(os.lstat, dir_fd=rootfd)
             if visit is None and same and index is not None:
-                self._ahead = _stat_ahead(index, rootfd, lstat)
+                self._ahead = _stat_ahead(index, rootfd, lstat, self._native)
+                if top is not None and not self.forced and self._all_whole(index, top):
+                    return
             while stack:
                 rel_dir, key, rules, same = stack.pop()
                 here = os.path.join(root, rel_dir) if rel_dir else root
@@ -129,6 +135,21 @@ class Walk:
                 yield from self._read(rel_dir, here, key, rules, same, old, stack)
         finally:
             os.close(rootfd)
+
+    def _all_whole(self, index: Index, top: Key) -> bool:
+        """Take the whole tree from the index at once when the stats taken ahead found every
+        entry and every .gitignore as recorded, the root's own stat too, and every folder
+        `clean`: what the folder-by-folder walk would do (`_whole` of each folder the index
+        has -- those its walk reached, in its order), without its Python loop."""
+        ahead, root = self._ahead, index.folders.get("")
+        if ahead is None or ahead[0] or ahead[1] is None or ahead[1] or root is None or \
+                root.key != top or index.racy(top) or \
+                not all(folder.clean for folder in index.folders.values()):
+            return False
+        self.files.update(zip(index.rels, index.facts, strict=True))
+        self.ignored += index.ignored
+        self._done += index.folders.items()
+        return True
 
     def _whole(self, index: Index, rel_dir: str, here: str, key: Key, old: Folder,
                lstat: Callable[[str], os.stat_result]
@@ -305,22 +326,22 @@ class Walk:
         return out
 
 
-def _stat_ahead(index: Index, rootfd: int, lstat: Callable[[str], os.stat_result]
-                ) -> tuple[list[int], set[str] | None] | None:
+def _stat_ahead(index: Index, rootfd: int, lstat: Callable[[str], os.stat_result],
+                native: Any) -> tuple[list[int], set[str] | None] | None:
     """For a walk no monitor watches (a watched folder's entries must be stated after it is
     watched): the positions of the index's entries whose lstat is not the recorded key (or
     that are gone), ascending, and the folders whose .gitignore's stat is not the recorded
     one (None: not stated ahead, `Walk._whole` states each).
 
-    Natively (`_lstats.differ`): every path stated with the interpreter lock released, on two
-    threads past 2,000 paths as git's preload-index does, and no Python object made but the
-    positions that differ. Without it, in Python, and only past 4,096 paths: two threads,
-    the system call releasing the lock so that one thread's stat overlaps the other's Python
-    part."""
+    Natively (`native`: the `_lstats` module, when it was built): every path stated with the
+    interpreter lock released, on two threads past 2,000 paths as git's preload-index does,
+    and no Python object made but the positions that differ. Without it, in Python, and only
+    past 4,096 paths: two threads, the system call releasing the lock so that one thread's
+    stat overlaps the other's Python part."""
     count = len(index.rels)
-    if _lstats is not None:
+    if native is not None:
         names, skip = index.names()
-        differ = _lstats.differ(rootfd, names, skip, count, index.columns, count, False,
+        differ = native.differ(rootfd, names, skip, count, index.columns, count, False,
                                 2 if count > 2000 else 1)
         folders = list(index.folders.items())
         rules = array("q", bytes(40 * len(folders)))  # (0, 0, 0, 0, 0): no .gitignore
@@ -330,7 +351,7 @@ def _stat_ahead(index: Index, rootfd: int, lstat: Callable[[str], os.stat_result
                 for column, value in enumerate(folder.rules):
                     rules[column * n + at] = value
         paths = "\0".join(f"{rel}/.gitignore" if rel else ".gitignore" for rel, _ in folders)
-        changed = _lstats.differ(rootfd, paths.encode("utf-8", "surrogateescape"), 0, n,
+        changed = native.differ(rootfd, paths.encode("utf-8", "surrogateescape"), 0, n,
                                  rules, n, True, 1)
         return differ, {folders[at][0] for at in changed}
     if count < 4096:
