@@ -205,7 +205,16 @@ def restore(scratch: Path, count: int, runs: int, missed: list[str]) -> None:
     """Putting back 100 files an agent changed, in a tree of `count` files: a restore plan
     and its application (`mulligan.app.workspace.restore`, as `sessions back --files` does
     it, without the process start: a Store with nothing in memory, every manifest and blob
-    read from disk) against `git checkout -- .` on the same tree."""
+    read from disk) against `git checkout -- .` on the same tree and the same edits.
+
+    Both sides start from the same state: the 100 edited files written to disk (`os.sync`)
+    before the clock starts. Ours always had that (its snapshot of the edits syncs the store,
+    and with it the folder), git's did not: its edited files were still in the page cache
+    without blocks on disk, and removing such a file is free, where removing one on disk
+    waits for the journal (0.2-3 ms each on this disk, loaded): git's floor was measured
+    on easier ground (41-45 ms quiet, against ~70 with the files on disk). Interleaved
+    rounds (at least 9, which side goes first alternating), ratio of the best of each,
+    medians beside it."""
     from mulligan.app.workspace.restore import apply, plan
 
     tree = generated(scratch / "restore-tree", count)
@@ -220,34 +229,48 @@ def restore(scratch: Path, count: int, runs: int, missed: list[str]) -> None:
         for path in changed:
             path.write_bytes(path.read_bytes() + b"# an agent's line\n")
 
-    gits = []
-    for _ in range(runs):
-        edit()
-        started = time.perf_counter()
-        git(repo, "checkout", "--", ".")
-        gits.append(time.perf_counter() - started)
     home = scratch / "restore-home"
     store = Store(home, max_snapshot=1 << 40, max_file=1 << 30)
-    ours = []
-    for _ in range(runs):
+    changes = [p.relative_to(repo).as_posix() for p in changed]
+
+    def git_side() -> float:
+        edit()
+        os.sync()  # the edited files on disk, as ours has them (see the docstring)
+        started = time.perf_counter()
+        git(repo, "checkout", "--", ".")
+        return time.perf_counter() - started
+
+    def our_side() -> float:
         base = store.snapshot(repo)
         edit()
-        after = store.snapshot(repo, reread=[p.relative_to(repo).as_posix() for p in changed])
-        changes = [p.relative_to(repo).as_posix() for p in changed]
+        after = store.snapshot(repo, reread=changes)
         here = [{"id": "e1", "workspace": {"after": base.id}},
                 {"id": "e2", "workspace": {"before": base.id, "after": after.id,
                                            "changed": changes}}]
+        os.sync()  # the edited files on disk, as git's side has them
         cold = Store(home, max_snapshot=1 << 40, max_file=1 << 30)  # as `sessions back` has it
         started = time.perf_counter()
         chosen = plan(cold, repo, here, here[:1])
         assert chosen is not None and len(chosen.changes) == 100, chosen
         apply(cold, repo, chosen)
-        ours.append(time.perf_counter() - started)
-    floor = min(gits)
-    print(f"restore of 100 changed files in {count} files: {min(ours) * 1000:.1f} ms   git "
-          f"checkout -- . {floor * 1000:.1f} ms   {min(ours) / floor:.2f}x (target <= 1.5x)")
-    if min(ours) / floor > 1.5:
-        missed.append(f"restore {min(ours) / floor:.2f}x git checkout")
+        return time.perf_counter() - started
+
+    # Interleaved rounds, which side goes first alternating, so load on this shared machine
+    # meets both alike; the target is judged on the best of each, medians beside it.
+    gits: list[float] = []
+    ours: list[float] = []
+    for n in range(max(runs, 9)):
+        for side in ("git", "ours") if n % 2 == 0 else ("ours", "git"):
+            (gits if side == "git" else ours).append(git_side() if side == "git"
+                                                      else our_side())
+    floor, mine = min(gits), min(ours)
+    by_median = statistics.median(ours) / statistics.median(gits)
+    print(f"restore of 100 changed files in {count} files: {mine * 1000:.1f} ms   git "
+          f"checkout -- . {floor * 1000:.1f} ms   {mine / floor:.2f}x (target <= 1.5x; "
+          f"medians {statistics.median(ours) * 1000:.1f} / {statistics.median(gits) * 1000:.1f}"
+          f" ms = {by_median:.2f}x; {len(gits)} interleaved rounds)")
+    if mine / floor > 1.5:
+        missed.append(f"restore {mine / floor:.2f}x git checkout")
 
 
 def turn(project: Path, scratch: Path, rounds: int, missed: list[str]) -> None:

@@ -195,7 +195,8 @@ def plan(store: Store, root: Path, here: Sequence[SessionEntry],
         if result.fresh:
             os.sync()  # the copies are on disk before a manifest names them
         skipped = {p: w for p, w in expected.skipped.items() if p not in files}
-        result.safety = store.record(root, files, skipped, expected.ignored)
+        # Often the same id as `expected` (only mtimes differ): found without hashing it.
+        result.safety = store.record(root, files, skipped, expected.ignored, like=expected)
     return result
 
 
@@ -310,21 +311,24 @@ def apply(store: Store, root: Path, chosen: Plan, *, keep_mine: bool = False,
         conflicting = {rel for rel, _ in chosen.conflicts if chosen.seen.get(rel) is not _OTHER}
         paths += sorted(conflicting)
         kept = [rel for rel in kept if rel not in conflicting]
+    paths = list(dict.fromkeys(paths))  # each path once: its temporary name is its own
     readable(store, ((p, wanted.get(p)) for p in paths))  # a damaged copy: nothing done
     seen = chosen.seen
     first = [p for p in paths if wanted.get(p) is None
              or ((seen.get(p) or ("",))[0] == "dir" and wanted[p][0] != "dir")]
-    then = [p for p in paths if p not in set(first)]
+    firsts = set(first)
+    then = [p for p in paths if p not in firsts]
     raced: list[str] = []
-    for rel in sorted(first, key=lambda p: -p.count("/")):
-        want = wanted.get(rel)
-        done = _remove(store, root, rel, seen.get(rel)) if want is None else \
-            _put(store, root, rel, want, seen.get(rel))
-        if not done:
-            raced.append(rel)
-    for rel in sorted(then, key=lambda p: (p.count("/"), p)):
-        if not _put(store, root, rel, wanted[rel], seen.get(rel)):
-            raced.append(rel)
+    with _Discards() as gone:
+        for rel in sorted(first, key=lambda p: -p.count("/")):
+            want = wanted.get(rel)
+            done = _remove(store, root, rel, seen.get(rel), gone) if want is None else \
+                _put(store, root, rel, want, seen.get(rel), gone)
+            if not done:
+                raced.append(rel)
+        for rel in sorted(then, key=lambda p: (p.count("/"), p)):
+            if not _put(store, root, rel, wanted[rel], seen.get(rel), gone):
+                raced.append(rel)
     after = _after(store, root, chosen, wanted, [p for p in paths if p not in raced], raced)
     restored = sorted(p for p in paths if p not in raced and p not in chosen.merges)
     merged = sorted(p for p in chosen.merges if merge and p not in raced)
@@ -350,7 +354,9 @@ def _after(store: Store, root: Path, chosen: Plan, wanted: dict[str, FileFacts],
         else:
             files[rel] = now
     skipped = {p: w for p, w in chosen.safety.skipped.items() if p not in files}
-    return store.record(root, files, skipped, chosen.safety.ignored)
+    # Most often just the target (everything put back, nothing else changed): then it is
+    # the target's manifest, and 10k paths are not hashed again for its id.
+    return store.record(root, files, skipped, chosen.safety.ignored, like=chosen.target)
 
 
 # ---- one path, crash-safely --------------------------------------------------------------
@@ -409,6 +415,40 @@ def _sweep(root: Path, temps: list[str]) -> None:
             _discard(root / rel)
 
 
+class _Discards:
+    """Removes, on worker threads, what `_put` and `_remove` swapped out once it was checked
+    to be what the plan saw (a copy is in the store): on this kind of disk each unlink of a
+    file that was on disk waits 0.2-3 ms for the filesystem's journal, one at a time, and
+    the waits overlap the next paths' work and each other instead. Every removal is done
+    (or has failed, raised here) when the `with` block ends; a folder is compared only once
+    the removals inside it are done (`settle`). A kill meanwhile leaves temporary names,
+    which the next restore removes (`_sweep`), as it did before."""
+
+    def __init__(self) -> None:
+        from concurrent.futures import Future, ThreadPoolExecutor
+
+        self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="mulligan restore")
+        self._jobs: list[Future[None]] = []
+
+    def __call__(self, path: Path) -> None:
+        self._jobs.append(self._pool.submit(_discard, path))
+
+    def settle(self) -> None:
+        """Wait for every removal so far; the first that failed raises."""
+        jobs, self._jobs = self._jobs, []
+        for job in jobs:
+            job.result()
+
+    def __enter__(self) -> _Discards:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            self.settle()
+        finally:
+            self._pool.shutdown(wait=True)
+
+
 def _matches(path: Path, seen: FileFacts | None) -> bool:
     """Whether `path` holds what the plan saw (a folder: and nothing in it)."""
     now = _probe(None, path)
@@ -417,9 +457,10 @@ def _matches(path: Path, seen: FileFacts | None) -> bool:
     return seen[0] == "dir" and not os.listdir(path)
 
 
-def _put(store: Store, root: Path, rel: str, want: FileFacts, seen: FileFacts | None) -> bool:
+def _put(store: Store, root: Path, rel: str, want: FileFacts, seen: FileFacts | None,
+         gone: _Discards) -> bool:
     """Put `want` at `rel` where the plan saw `seen`; False (and the path as it is) when
-    something else is there now."""
+    something else is there now. What was there goes to `gone` once checked."""
     target = _inside(root, rel)
     kind, mode, _, _, value = want
     if kind == "dir" and seen is not None and seen[0] == "dir":
@@ -432,6 +473,8 @@ def _put(store: Store, root: Path, rel: str, want: FileFacts, seen: FileFacts | 
             return stat.S_ISDIR(os.lstat(target).st_mode)
         os.chmod(target, mode)
         return True
+    if seen is not None and seen[0] == "dir":
+        gone.settle()  # what was removed inside it is gone before it is swapped out
     temp = _temp(target)
     if kind == "dir":
         os.mkdir(temp, 0o700)
@@ -458,19 +501,22 @@ def _put(store: Store, root: Path, rel: str, want: FileFacts, seen: FileFacts | 
             return False  # created, or removed, while restoring: theirs stays
         raise
     if _matches(temp, seen):
-        _discard(temp)  # what was there, as the plan saw it (the safety snapshot has it)
+        gone(temp)  # what was there, as the plan saw it (the safety snapshot has it)
         return True
     _rename2(temp, target, _EXCHANGE)  # a write raced the restore: it goes back
     _discard(temp)
     return False
 
 
-def _remove(store: Store, root: Path, rel: str, seen: FileFacts | None) -> bool:
-    """Remove `rel`, which the plan saw holding `seen`; False when it holds something else."""
+def _remove(store: Store, root: Path, rel: str, seen: FileFacts | None,
+            gone: _Discards) -> bool:
+    """Remove `rel`, which the plan saw holding `seen`; False when it holds something else.
+    A file goes to `gone` once checked."""
     target = _inside(root, rel)
     if seen is None:
         return True
     if seen[0] == "dir":
+        gone.settle()  # what was removed inside it is gone first
         try:
             os.rmdir(target)
         except FileNotFoundError:
@@ -484,7 +530,7 @@ def _remove(store: Store, root: Path, rel: str, seen: FileFacts | None) -> bool:
     except FileNotFoundError:
         return True
     if _matches(aside, seen):
-        os.unlink(aside)
+        gone(aside)
         return True
     try:  # a write raced the restore: it goes back
         _rename2(aside, target, _NOREPLACE)

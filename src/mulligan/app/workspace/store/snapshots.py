@@ -36,6 +36,8 @@ import stat
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from itertools import compress
+from operator import ne
 from pathlib import Path
 from typing import Any
 
@@ -121,6 +123,16 @@ def changed_paths(before: dict[str, FileFacts], after: dict[str, FileFacts]) -> 
     differ = [p for p, entry in after.items() if before.get(p) != entry]
     differ.extend(before.keys() - after.keys())
     return sorted(p for p in differ if _content(before.get(p)) != _content(after.get(p)))
+
+
+def _same_content(files: dict[str, FileFacts], other: dict[str, FileFacts]) -> bool:
+    """Whether `files` has `other`'s paths in the same order, each with the same kind, mode
+    and content (mtime and size aside): then `manifest_id` gives both the same id."""
+    if len(files) != len(other) or list(files) != list(other):
+        return False
+    mine, theirs = files.values(), other.values()
+    differ = compress(zip(mine, theirs, strict=True), map(ne, mine, theirs))  # in C
+    return all(_content(a) == _content(b) for a, b in differ)
 
 
 def _content(entry: FileFacts | None) -> tuple[str, int, str] | None:
@@ -263,7 +275,8 @@ class Store:
                 return self.load(tree_id)
             raise FileNotFoundError(2, f"no snapshot {tree_id} in the store (was it freed by "
                                        "mulligan gc?)", str(self.root)) from None
-        files = {p: tuple(e) for p, e in data["files"].items()}
+        listed = data["files"]
+        files = dict(zip(listed, map(tuple, listed.values()), strict=True))  # in C: 3.5 -> 1 ms
         return Manifest(tree_id, files, data.get("skipped", {}), data.get("ignored", []))
 
     def tree_ids(self) -> list[str]:
@@ -272,10 +285,21 @@ class Store:
             if folder.is_dir() else []
 
     def record(self, root: Path, files: dict[str, FileFacts], skipped: dict[str, str],
-               ignored: list[str]) -> Manifest:
+               ignored: list[str], *, like: Manifest | None = None) -> Manifest:
         """Write a manifest made elsewhere (a restore's safety snapshot: the walk plus the
-        copies of what it replaces); its blobs must be in the store already."""
-        tree_id = manifest_id(files, skipped, ignored)
+        copies of what it replaces); its blobs must be in the store already. `like`: a
+        manifest this one may have the id of (a restore's target, or the snapshot it
+        started from), found without hashing every path again: when every path's facts
+        are the same (in any order: it is `like`), or the same paths in the same order with
+        the same kind, mode and content (the id is made of those)."""
+        if like is not None and skipped == like.skipped and ignored == like.ignored and \
+                files == like.files:
+            tree_id, files = like.id, like.files
+        elif like is not None and skipped == like.skipped and ignored == like.ignored and \
+                _same_content(files, like.files):
+            tree_id = like.id
+        else:
+            tree_id = manifest_id(files, skipped, ignored)
         target = self.root / "trees" / f"{tree_id}.json"
         if not target.exists():
             last = self._last.get(str(Path(root).resolve())) if str(root) != "." else None
