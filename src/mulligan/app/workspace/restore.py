@@ -46,12 +46,7 @@ keeps only as the plan saw it.
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
-import errno
-import hashlib
 import os
-import stat
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -63,19 +58,16 @@ from mulligan.app.workspace.checkpoints import (
     state_at,
 )
 from mulligan.app.workspace.merge import Overlap, Step, merge_file, steps
-from mulligan.app.workspace.store.blobs import readable
 from mulligan.app.workspace.store.snapshots import (
     TEMP_MARK,
     FileFacts,
     Manifest,
     Store,
-    Unsafe,
     changed_paths,
 )
+from mulligan.app.workspace.swap import OTHER, Discards, probe, put, readable, remove, same, sweep
 
 __all__ = ["Plan", "RestoreRefused", "Restored", "apply", "plan"]
-
-_OTHER: FileFacts = ("other", 0, 0, 0, "")  # a pipe, socket or device: never replaced
 
 
 @dataclass
@@ -134,6 +126,7 @@ def plan(store: Store, root: Path, here: Sequence[SessionEntry],
     # No walk of the folder: every path the restore may touch is read itself (`_probe`).
     result = Plan(target, expected, expected, target_owners=owners(there))
     mine = owners(here)
+    added: list[str] = []  # copies the store did not have
     recorded = mine.keys() | result.target_owners.keys()
     result.forward = fork < len(there)
     result.leaving, result.arriving = steps(here[fork:]), steps(there[fork:])
@@ -157,20 +150,20 @@ def plan(store: Store, root: Path, here: Sequence[SessionEntry],
                       "known; left as it is"))
             continue
         want = target.files.get(rel)
-        now = _probe(store, root / rel, result)
-        if now is not _OTHER and _same(now, want):
+        now = probe(store, root / rel, added)
+        if now is not OTHER and same(now, want):
             continue  # already as wanted
         result.seen[rel] = now
         known = expected.state(rel)
         why = ""
-        if now is _OTHER:
+        if now is OTHER:
             why = "a pipe, socket or device now: never replaced"
         elif known not in ("present", "absent"):
             if now is not None:
                 why = (f"{known} when the session last saw it "
                        f"({expected.skipped.get(rel, 'not recorded')}), so it may hold "
                        "changes the agent did not make")
-        elif not _same(now, expected.files.get(rel)):
+        elif not same(now, expected.files.get(rel)):
             why = f"{'deleted' if now is None else 'changed'} outside the agent since the " \
                   "session last saw it"
         elif mine.get(rel) == "outside":
@@ -187,11 +180,12 @@ def plan(store: Store, root: Path, here: Sequence[SessionEntry],
     result.temps = _temps_beside(root, candidates)
     files = dict(expected.files)
     for rel, facts in result.seen.items():
-        if facts is None or facts is _OTHER:
+        if facts is None or facts is OTHER:
             files.pop(rel, None)
         else:
             files[rel] = facts
     if files != expected.files:  # the safety snapshot holds everything it may replace
+        result.fresh = bool(added)
         if result.fresh:
             os.sync()  # the copies are on disk before a manifest names them
         skipped = {p: w for p, w in expected.skipped.items() if p not in files}
@@ -218,7 +212,7 @@ def _merge_conflicts(store: Store, root: Path, result: Plan) -> None:
     it cannot be done."""
     for rel, _ in result.conflicts:
         seen = result.seen.get(rel)
-        if seen is None or seen is _OTHER or seen[0] != "file" or \
+        if seen is None or seen is OTHER or seen[0] != "file" or \
                 (result.target.files.get(rel) or ("file",))[0] != "file":
             result.overlaps[rel] = f"{rel}: not a file on both sides; cannot merge"
             continue
@@ -253,36 +247,6 @@ def _folders_hold_only_what_goes(root: Path, result: Plan) -> None:
                                           "the restore would not remove"))
 
 
-def _probe(store: Store | None, path: Path, plan: Plan | None = None) -> FileFacts | None:
-    """What `path` holds now, read whatever ignore rules and size caps say; a file's
-    content is kept in the store (the safety copy). None when nothing is there."""
-    try:
-        info = os.lstat(path)
-    except (FileNotFoundError, NotADirectoryError):
-        return None
-    mode = info.st_mode
-    if stat.S_ISLNK(mode):
-        return ("link", 0, 0, 0, os.readlink(path))
-    if stat.S_ISDIR(mode):
-        return ("dir", stat.S_IMODE(mode), 0, 0, "")
-    if not stat.S_ISREG(mode):
-        return _OTHER
-    with open(path, "rb") as handle:
-        data = handle.read()
-    digest = hashlib.blake2b(data, digest_size=20).hexdigest()
-    if store is not None and not store.has_blob(digest):
-        store.keep(data, durable=False)
-        if plan is not None:
-            plan.fresh = True
-    return ("file", stat.S_IMODE(mode), len(data), info.st_mtime_ns, digest)
-
-
-def _same(a: FileFacts | None, b: FileFacts | None) -> bool:
-    if a is None or b is None:
-        return a is b
-    return (a[0], a[1], a[4]) == (b[0], b[1], b[4])
-
-
 def apply(store: Store, root: Path, chosen: Plan, *, keep_mine: bool = False,
           overwrite: bool = False, merge: bool = False) -> Restored:
     """Do `chosen`: RestoreRefused (nothing changed) if it has conflicts and neither
@@ -299,7 +263,7 @@ def apply(store: Store, root: Path, chosen: Plan, *, keep_mine: bool = False,
     elif chosen.conflicts and not (keep_mine or overwrite):
         raise RestoreRefused(chosen.conflicts)
     root = Path(root).resolve()
-    _sweep(root, chosen.temps)
+    sweep(root, chosen.temps)
     kept = [rel for rel, why in chosen.conflicts] + [rel for rel, _ in chosen.left]
     paths = list(chosen.changes)
     wanted = dict(chosen.target.files)
@@ -308,7 +272,7 @@ def apply(store: Store, root: Path, chosen: Plan, *, keep_mine: bool = False,
         wanted.update(chosen.merges)
         kept = [rel for rel in kept if rel not in chosen.merges]
     if overwrite:
-        conflicting = {rel for rel, _ in chosen.conflicts if chosen.seen.get(rel) is not _OTHER}
+        conflicting = {rel for rel, _ in chosen.conflicts if chosen.seen.get(rel) is not OTHER}
         paths += sorted(conflicting)
         kept = [rel for rel in kept if rel not in conflicting]
     paths = list(dict.fromkeys(paths))  # each path once: its temporary name is its own
@@ -319,15 +283,15 @@ def apply(store: Store, root: Path, chosen: Plan, *, keep_mine: bool = False,
     firsts = set(first)
     then = [p for p in paths if p not in firsts]
     raced: list[str] = []
-    with _Discards() as gone:
+    with Discards() as gone:
         for rel in sorted(first, key=lambda p: -p.count("/")):
             want = wanted.get(rel)
-            done = _remove(store, root, rel, seen.get(rel), gone) if want is None else \
-                _put(store, root, rel, want, seen.get(rel), gone)
+            done = remove(store, root, rel, seen.get(rel), gone) if want is None else \
+                put(store, root, rel, want, seen.get(rel), gone)
             if not done:
                 raced.append(rel)
         for rel in sorted(then, key=lambda p: (p.count("/"), p)):
-            if not _put(store, root, rel, wanted[rel], seen.get(rel), gone):
+            if not put(store, root, rel, wanted[rel], seen.get(rel), gone):
                 raced.append(rel)
     after = _after(store, root, chosen, wanted, [p for p in paths if p not in raced], raced)
     restored = sorted(p for p in paths if p not in raced and p not in chosen.merges)
@@ -348,8 +312,8 @@ def _after(store: Store, root: Path, chosen: Plan, wanted: dict[str, FileFacts],
         else:
             files[rel] = wanted[rel]
     for rel in raced:
-        now = _probe(store, root / rel)
-        if now is None or now is _OTHER:
+        now = probe(store, root / rel)
+        if now is None or now is OTHER:
             files.pop(rel, None)
         else:
             files[rel] = now
@@ -357,183 +321,3 @@ def _after(store: Store, root: Path, chosen: Plan, wanted: dict[str, FileFacts],
     # Most often just the target (everything put back, nothing else changed): then it is
     # the target's manifest, and 10k paths are not hashed again for its id.
     return store.record(root, files, skipped, chosen.safety.ignored, like=chosen.target)
-
-
-# ---- one path, crash-safely --------------------------------------------------------------
-
-_NOREPLACE, _EXCHANGE = 1, 2
-_libc = ctypes.CDLL(None, use_errno=True)
-
-
-def _rename2(source: Path, target: Path, flags: int) -> None:
-    """renameat2(2): one atomic rename that refuses to replace (NOREPLACE) or swaps the two
-    paths (EXCHANGE). OSError as the system says; EINVAL where the filesystem has neither."""
-    if _libc.renameat2(-100, os.fsencode(source), -100, os.fsencode(target), flags) != 0:
-        code = ctypes.get_errno()
-        raise OSError(code, os.strerror(code), str(target))
-
-
-def _inside(root: Path, rel: str) -> Path:
-    """`root / rel`, refusing a path whose folders are not real folders inside `root` (a
-    link would carry the write outside)."""
-    target = root / rel
-    parent = target.parent
-    if os.path.realpath(parent) != str(parent) or not parent.is_relative_to(root):
-        raise Unsafe(f"{rel}: its folder is a link or lies outside {root}; not restored")
-    return target
-
-
-def _temp(target: Path) -> Path:
-    temp = target.with_name(f".{target.name}{TEMP_MARK}{os.getpid()}")
-    _discard(temp)
-    return temp
-
-
-def _discard(path: Path) -> None:
-    try:
-        if stat.S_ISDIR(os.lstat(path).st_mode):
-            os.rmdir(path)
-        else:
-            os.unlink(path)
-    except FileNotFoundError:
-        pass
-
-
-def _sweep(root: Path, temps: list[str]) -> None:
-    """Remove what a killed restore left beside the files (its process is gone)."""
-    for rel in temps:
-        pid = rel.rpartition(TEMP_MARK)[2]
-        if pid.isdigit() and int(pid) != os.getpid():
-            try:
-                os.kill(int(pid), 0)
-                continue  # a live restore's
-            except ProcessLookupError:
-                pass
-            except PermissionError:
-                continue
-        with contextlib.suppress(OSError):  # a folder with something in it stays
-            _discard(root / rel)
-
-
-class _Discards:
-    """Removes, on worker threads, what `_put` and `_remove` swapped out once it was checked
-    to be what the plan saw (a copy is in the store): on this kind of disk each unlink of a
-    file that was on disk waits 0.2-3 ms for the filesystem's journal, one at a time, and
-    the waits overlap the next paths' work and each other instead. Every removal is done
-    (or has failed, raised here) when the `with` block ends; a folder is compared only once
-    the removals inside it are done (`settle`). A kill meanwhile leaves temporary names,
-    which the next restore removes (`_sweep`), as it did before."""
-
-    def __init__(self) -> None:
-        from concurrent.futures import Future, ThreadPoolExecutor
-
-        self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="mulligan restore")
-        self._jobs: list[Future[None]] = []
-
-    def __call__(self, path: Path) -> None:
-        self._jobs.append(self._pool.submit(_discard, path))
-
-    def settle(self) -> None:
-        """Wait for every removal so far; the first that failed raises."""
-        jobs, self._jobs = self._jobs, []
-        for job in jobs:
-            job.result()
-
-    def __enter__(self) -> _Discards:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        try:
-            self.settle()
-        finally:
-            self._pool.shutdown(wait=True)
-
-
-def _matches(path: Path, seen: FileFacts | None) -> bool:
-    """Whether `path` holds what the plan saw (a folder: and nothing in it)."""
-    now = _probe(None, path)
-    if now is None or seen is None or now[0] != "dir":
-        return _same(now, seen) if now is not _OTHER else False
-    return seen[0] == "dir" and not os.listdir(path)
-
-
-def _put(store: Store, root: Path, rel: str, want: FileFacts, seen: FileFacts | None,
-         gone: _Discards) -> bool:
-    """Put `want` at `rel` where the plan saw `seen`; False (and the path as it is) when
-    something else is there now. What was there goes to `gone` once checked."""
-    target = _inside(root, rel)
-    kind, mode, _, _, value = want
-    if kind == "dir" and seen is not None and seen[0] == "dir":
-        os.chmod(target, mode)  # only its mode differs
-        return True
-    if kind == "dir" and seen is None:
-        try:
-            os.mkdir(target, mode)
-        except FileExistsError:
-            return stat.S_ISDIR(os.lstat(target).st_mode)
-        os.chmod(target, mode)
-        return True
-    if seen is not None and seen[0] == "dir":
-        gone.settle()  # what was removed inside it is gone before it is swapped out
-    temp = _temp(target)
-    if kind == "dir":
-        os.mkdir(temp, 0o700)
-        os.chmod(temp, mode)
-    elif kind == "link":
-        os.symlink(value, temp)
-    else:
-        data = store.read_blob(value)
-        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
-        with os.fdopen(fd, "wb") as out:  # not fsynced, as git checkout: see the docstring
-            out.write(data)
-        os.chmod(temp, mode)
-    try:
-        if seen is None:
-            _rename2(temp, target, _NOREPLACE)
-            return True
-        _rename2(temp, target, _EXCHANGE)
-    except OSError as exc:
-        if exc.errno == errno.EINVAL and seen is not None and _matches(target, seen):
-            os.replace(temp, target)  # no atomic swap on this filesystem: checked, then put
-            return True
-        _discard(temp)
-        if exc.errno in (errno.EEXIST, errno.ENOENT, errno.EINVAL):
-            return False  # created, or removed, while restoring: theirs stays
-        raise
-    if _matches(temp, seen):
-        gone(temp)  # what was there, as the plan saw it (the safety snapshot has it)
-        return True
-    _rename2(temp, target, _EXCHANGE)  # a write raced the restore: it goes back
-    _discard(temp)
-    return False
-
-
-def _remove(store: Store, root: Path, rel: str, seen: FileFacts | None,
-            gone: _Discards) -> bool:
-    """Remove `rel`, which the plan saw holding `seen`; False when it holds something else.
-    A file goes to `gone` once checked."""
-    target = _inside(root, rel)
-    if seen is None:
-        return True
-    if seen[0] == "dir":
-        gone.settle()  # what was removed inside it is gone first
-        try:
-            os.rmdir(target)
-        except FileNotFoundError:
-            return True
-        except OSError:  # something was put in it meanwhile: it stays
-            return False
-        return True
-    aside = _temp(target)
-    try:
-        os.rename(target, aside)
-    except FileNotFoundError:
-        return True
-    if _matches(aside, seen):
-        gone(aside)
-        return True
-    try:  # a write raced the restore: it goes back
-        _rename2(aside, target, _NOREPLACE)
-    except OSError:
-        os.rename(aside, target.with_name(f"{target.name}.kept-by-mulligan"))
-    return False

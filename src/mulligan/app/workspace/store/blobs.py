@@ -42,9 +42,9 @@ from mulligan.app.workspace.store.delta import apply_delta, make_delta
 from mulligan.home import open_private, private_dirs
 
 if TYPE_CHECKING:
-    from mulligan.app.workspace.store.snapshots import FileFacts, Store
+    from mulligan.app.workspace.store.snapshots import Store
 
-__all__ = ["MAGIC", "MAX_DEPTH", "Damaged", "Objects", "collect", "readable", "write_atomic"]
+__all__ = ["MAGIC", "MAX_DEPTH", "Damaged", "Objects", "collect", "write_atomic"]
 
 MAGIC = b"\x00MLB"  # no text file, and no JSON manifest, starts with a NUL
 _WHOLE, _DELTA = b"z", b"d"
@@ -492,19 +492,3 @@ def _with_bases(objects: Objects, kept: set[str], present: Iterable[str]) -> set
             result.add(base)
             todo.append(base)
     return result
-
-
-def readable(store: Store, wanted: Iterable[tuple[str, FileFacts | None]]) -> None:
-    """Every blob a restore will write (`wanted`: path, facts) read and checked before
-    anything changes: a missing or damaged copy refuses the whole restore by name
-    (ValueError), nothing changed, rather than half of it done. (What was read stays in the
-    store's memory of recent objects: the writes do not read small files twice.)"""
-    for rel, want in wanted:
-        if want is None or want[0] != "file":
-            continue
-        try:
-            store.read_blob(want[4])
-        except (FileNotFoundError, ValueError) as exc:
-            why = exc.strerror if isinstance(exc, FileNotFoundError) and exc.strerror else exc
-            raise ValueError(f"not restoring: the store's copy of {rel} cannot be read "
-                             f"({why}); nothing was changed") from None
