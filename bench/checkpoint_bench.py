@@ -24,7 +24,9 @@ virtualenv's site-packages. For each, in one run, best of --runs:
 - a turn with one `write` and one `bash` on a small project (examples/demo-project) through
   the Controller, with checkpoints and without (interleaved pairs, medians of the pairs'
   differences, wall and CPU time: see `turn`): the overhead against the tools' own time +
-  20 ms; target under 10% of it;
+  20 ms; target under 10% of it. A later turn's two snapshots that store something are one
+  journal record and one fdatasync each (`mulligan.app.workspace.store.journal`): under load
+  that flush, which waits for the other processes' writes, is most of what is left;
 - store growth: 100 turns that each change one line of a 1 MB file: bytes the store grew by
   against git's packed repository of the same 101 versions (`git gc --aggressive` in a scratch
   repository, same run; target at most 3x), against what that repository grew by, against

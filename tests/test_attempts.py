@@ -98,6 +98,7 @@ def test_three_attempts_keep_their_files_in_their_folders_and_each_branch_replay
     folders = sorted((tmp_path / "home" / "attempts").glob("*/*"))
     assert [(f / "calc.py").read_text() for f in folders] == [BODIES[1], BODIES[2], BODIES[3]]
     store = Store(tmp_path / "home")
+    store.journal.restart()  # a turn's objects, kept in the journal, in files of their own
     blob = store.blob_path(store.load(rows[0].base or "").files["test_calc.py"][4])
     shared = {blob.stat().st_ino, (work / "test_calc.py").stat().st_ino}
     assert not shared & {(f / "test_calc.py").stat().st_ino for f in folders}

@@ -77,7 +77,8 @@ def test_a_chain_of_versions_reads_back_exactly_from_a_fresh_store(tmp_path_fact
 
 def grow(tmp_path: Path, versions: int) -> tuple[Store, Path, list[tuple[str, bytes]]]:
     """A folder of 100 small files and one of 60 KB, which gets one line edited per
-    snapshot."""
+    snapshot; then the journal written out (as when it is full, or before a gc), so that
+    every object is a file of its own, for these tests to look at and damage."""
     work = tmp_path / "work"
     work.mkdir()
     for n in range(100):
@@ -91,6 +92,7 @@ def grow(tmp_path: Path, versions: int) -> tuple[Store, Path, list[tuple[str, by
         (work / "big.txt").write_bytes(data)
         tree = store.snapshot(work, reread=["big.txt"])
         kept.append((tree.id, data))
+    store.journal.restart()  # a turn's objects, kept in the journal, written to their files
     return store, work, kept
 
 

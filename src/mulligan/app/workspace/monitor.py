@@ -11,13 +11,22 @@ queue overflow, a watch that could not be added (the system's limit), or no walk
 say True, and the caller walks. What inotify does not report -- a file changed through a
 shared mmap without a write(), a change on a network filesystem made by another machine --
 is not seen by it; git's fsmonitor has the same limits. Restores never use it (they walk).
+`still(root, last, paths)`: the few paths a snapshot must read whatever the monitor says (a
+write's target) are read and hashed, and checked against the last walk's manifest.
 """
 
 from __future__ import annotations
 
+import hashlib
+import os
+import stat
 import weakref
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from mulligan.app.workspace.store.snapshots import Manifest
 
 
 class Monitor:
@@ -81,3 +90,31 @@ class Monitor:
         except (OSError, ValueError):  # closed, or the queue could not be read
             self._broken = True
             return True
+
+
+def still(root: Path, last: Manifest, forced: Iterable[str]) -> bool:
+    """Whether each path in `forced` is now what `last` recorded, its content read and hashed
+    (a write's target: its pre-image must be exact, whatever a stat says) -- the monitor saw
+    no change since `last`'s walk, so the other paths need no look. False sends the caller
+    to a walk (anything but a regular file, or a path `last` did not record as absent)."""
+    for rel in forced:
+        facts = last.files.get(rel)
+        try:
+            info = os.lstat(os.path.join(root, rel))
+        except FileNotFoundError:
+            if facts is None and last.state(rel) == "absent":
+                continue
+            return False
+        except OSError:
+            return False
+        if facts is None or facts[0] != "file" or not stat.S_ISREG(info.st_mode) or \
+                (stat.S_IMODE(info.st_mode), info.st_size, info.st_mtime_ns) != facts[1:4]:
+            return False
+        try:
+            with open(os.path.join(root, rel), "rb") as handle:
+                data = handle.read()
+        except OSError:
+            return False
+        if hashlib.blake2b(data, digest_size=20).hexdigest() != facts[4]:
+            return False
+    return True

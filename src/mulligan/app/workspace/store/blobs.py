@@ -21,7 +21,8 @@ Every read is verified: the bytes a chain gives must hash to its header's hash (
 its name), else `Damaged` (a ValueError) names the object and which link of its chain is
 wrong or missing. A raw blob must hash to its name; a raw manifest (an old store's JSON) is
 taken as it is, as before. Never: write an object but whole (temp file, rename), follow a
-chain longer than MAX_DEPTH (a crafted loop), or free anything (`Store.gc` asks `base_of`).
+chain longer than MAX_DEPTH (a crafted loop), or free anything (`store.collect` asks
+`base_of`).
 """
 
 from __future__ import annotations
@@ -42,9 +43,9 @@ from mulligan.app.workspace.store.delta import apply_delta, make_delta
 from mulligan.home import open_private, private_dirs
 
 if TYPE_CHECKING:
-    from mulligan.app.workspace.store.snapshots import Store
+    from mulligan.app.workspace.store.journal import Journal
 
-__all__ = ["MAGIC", "MAX_DEPTH", "Damaged", "Objects", "collect", "write_atomic"]
+__all__ = ["MAGIC", "MAX_DEPTH", "Damaged", "Objects", "write_atomic"]
 
 MAGIC = b"\x00MLB"  # no text file, and no JSON manifest, starts with a NUL
 _WHOLE, _DELTA = b"z", b"d"
@@ -155,13 +156,20 @@ class Objects:
         self._backlog = 0  # bytes they hold
         # name -> (depth, base, when this process last touched it or wrote it): `_hold`
         self._held: OrderedDict[str, tuple[int, str | None, float]] = OrderedDict()
+        # The store's journal (`journal`): small snapshots' objects are kept there, not in
+        # files of their own; `letter` is this folder's in it.
+        self.journal: Journal | None = None
+        self.letter = b""
 
     # ---- writing ------------------------------------------------------------------------
 
     def put(self, name: str, data: bytes, *, base: str | None = None,
-            durable: bool = True, along: Sequence[Path] = ()) -> None:
+            durable: bool = True, along: Sequence[Path] = (),
+            into: list[tuple[str, bytes]] | None = None) -> None:
         """Store `data` as object `name`: as a delta against object `base` (the previous
-        version at the same path) when that is much smaller, else compressed, else raw."""
+        version at the same path) when that is much smaller, else compressed, else raw.
+        `into`: no file is written; (name, stored form) is appended to it, for the caller to
+        keep in the journal or write (`write_staged`)."""
         digest = bytes.fromhex(name) if self.by_content else _hash(data)
         form = None
         if base is not None and base != name and len(data) >= MIN_DELTA:
@@ -173,7 +181,10 @@ class Objects:
                 form = MAGIC + _WHOLE + digest + packed
             else:
                 form = data  # incompressible: raw, as an old store keeps everything
-        write_atomic(self.path_of(name), form, durable=durable, along=along)
+        if into is not None:
+            into.append((name, form))
+        else:
+            write_atomic(self.path_of(name), form, durable=durable, along=along)
         self._remember(name, data)
         if form.startswith(MAGIC + _DELTA):  # raw bytes never start with MAGIC
             self._note(name, form[_HEAD], form[_HEAD + 1:_DELTA_HEAD].hex(), time.monotonic())
@@ -185,12 +196,16 @@ class Objects:
         _INLINE since its last `settle` (a turn's snapshot writes one or two: a hand-off
         would cost more than it saves): a first snapshot goes on reading and hashing files
         while its new blobs are compressed and written. `settle` must be called before
-        anything names them. At most _BACKLOG bytes wait: beyond, this waits for the oldest."""
+        anything names them. At most _BACKLOG bytes wait: beyond, this waits for the oldest.
+        With a journal, the first _INLINE are not written but kept for `settle` to hand back
+        (a small snapshot keeps them in the journal: no file each)."""
         mine = self._mine.__dict__
         mine["count"] = mine.get("count", 0) + 1
         if mine["count"] <= _INLINE:
-            self.put(name, data, base=base, durable=False)
+            staged = mine.setdefault("staged", []) if self.journal is not None else None
+            self.put(name, data, base=base, durable=False, into=staged)
             return
+        self.write_staged(mine.pop("staged", []))  # a big snapshot: files, as before
         with self._lock:
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(max_workers=2,
@@ -212,14 +227,25 @@ class Objects:
             with self._lock:
                 self._backlog -= len(data)
 
-    def settle(self) -> None:
+    def settle(self) -> list[tuple[str, bytes]]:
         """Wait until every `put_soon` of this thread is written (threads share a Store:
         parallel attempts); the first that failed raises here (a full disk fails the
-        snapshot, as a `put` would)."""
+        snapshot, as a `put` would). Returns the (name, stored form) of those kept back, not
+        written (with a journal): the caller keeps them in it, or `write_staged`s them."""
         pending: list[Future[None]] = self._mine.__dict__.pop("jobs", [])
         self._mine.__dict__.pop("count", None)
+        staged: list[tuple[str, bytes]] = self._mine.__dict__.pop("staged", [])
         for job in pending:
             job.result()
+        return staged
+
+    def write_staged(self, staged: Iterable[tuple[str, bytes]]) -> list[Path]:
+        """Write objects `put` kept back (not durable); their files."""
+        written = []
+        for name, form in staged:
+            written.append(self.path_of(name))
+            write_atomic(written[-1], form, durable=False)
+        return written
 
     def _delta_form(self, digest: bytes, data: bytes, base: str) -> bytes | None:
         try:
@@ -257,7 +283,7 @@ class Objects:
                 held = self._held.get(name)
             stale = held is None or now - held[2] >= _HOLD_FOR
             if top is None or stale:
-                os.utime(self.path_of(name))
+                self._touch(name)
             if held is None or stale:
                 depth, below = self._link(name)
                 self._note(name, depth, below, now)
@@ -269,6 +295,12 @@ class Objects:
             name = below
         raise Damaged(f"{self.what} {name}: its chain of deltas is longer than {MAX_DEPTH}: "
                       "refused")
+
+    def _touch(self, name: str) -> None:
+        """mtime now (`_hold`); an object kept in the journal has no file to touch and needs
+        none: gc writes the journal out, fresh, before it frees anything."""
+        if self.journal is None or not self.journal.has(self.letter, name):
+            os.utime(self.path_of(name))
 
     def _note(self, name: str, depth: int, base: str | None, when: float) -> None:
         with self._lock:
@@ -302,8 +334,12 @@ class Objects:
 
     def _link(self, name: str) -> tuple[int, str | None]:
         """(depth, base name) from `name`'s header: (0, None) when it is not a delta."""
-        with open(self.path_of(name), "rb") as handle:
-            head = handle.read(_DELTA_HEAD)
+        form = self.journal.get(self.letter, name) if self.journal is not None else None
+        if form is not None:
+            head = form[:_DELTA_HEAD]
+        else:
+            with open(self.path_of(name), "rb") as handle:
+                head = handle.read(_DELTA_HEAD)
         if not head.startswith(MAGIC + _DELTA):
             return 0, None
         if len(head) < _DELTA_HEAD:
@@ -337,13 +373,36 @@ class Objects:
             # (and to read an old raw blob that only looks like a compressed one).
             return self._read(name, careful=True)
 
-    def _read(self, name: str, *, careful: bool) -> bytes:
+    def sound(self, name: str) -> bool:
+        """Whether object `name`'s loose file reads back whole and verified (not from memory
+        nor from the journal: what the journal's `restart` asks before it writes one)."""
+        try:
+            self._read(name, careful=True, journal=False)
+        except (OSError, ValueError):
+            return False
+        return True
+
+    def exists(self, name: str) -> bool:
+        """Whether the store holds object `name` (its file, or the journal)."""
+        return (self.journal is not None and self.journal.has(self.letter, name)) or \
+            self.path_of(name).exists()
+
+    def _stored(self, name: str, journal: bool = True) -> bytes:
+        """Object `name`'s stored form: the journal's (a checked record) first, else its file."""
+        if journal and self.journal is not None:
+            form = self.journal.get(self.letter, name)
+            if form is not None:
+                return form
+        return self.path_of(name).read_bytes()
+
+    def _read(self, name: str, *, careful: bool, journal: bool = True) -> bytes:
+        # (`journal` False: its file only, no link of its chain from memory: `sound`.)
         chain: list[tuple[str, bytes, int, bytes]] = []  # (name, hash, depth, ops), top first
         current = name
         data: bytes
         while True:
             try:
-                stored = self.path_of(current).read_bytes()
+                stored = self._stored(current, journal)
             except FileNotFoundError:
                 if current == name:
                     raise
@@ -358,7 +417,7 @@ class Objects:
                 chain.append((current, stored[len(MAGIC) + 1:_HEAD], depth,
                               stored[_DELTA_HEAD:]))
                 current = stored[_HEAD + 1:_DELTA_HEAD].hex()
-                hit = self._cached(current)
+                hit = self._cached(current) if journal else None
                 if hit is not None:
                     data = hit
                     break
@@ -421,10 +480,10 @@ class Objects:
         every level is checked against its own hash)."""
         data = None
         for link, _, _, _ in reversed(chain):
-            base = self.path_of(link).read_bytes()[_HEAD + 1:_DELTA_HEAD].hex()
+            base = self._stored(link)[_HEAD + 1:_DELTA_HEAD].hex()
             if data is None:
                 with contextlib.suppress(OSError, ValueError):
-                    data = self._whole(base, self.path_of(base).read_bytes(), name, [])
+                    data = self._whole(base, self._stored(base), name, [])
                 if data is None:
                     return f"its first object {base} is damaged"
         for link, digest, _, packed in reversed(chain):
@@ -439,56 +498,3 @@ class Objects:
     def _where(self, name: str, chain: list[tuple[str, bytes, int, bytes]], why: str) -> str:
         links = f" (a delta, {len(chain)} deep)" if chain else ""
         return f"{self.what} {name}{links} is damaged: {why}: refused"
-
-
-def collect(store: Store, keep: Iterable[str], grace: float) -> tuple[int, int, int]:
-    """`Store.gc`'s freeing: every manifest not in `keep` and every blob no kept manifest
-    names, unless written in the last `grace` seconds or a base a kept blob needs. A kept
-    manifest that is a delta of one freed is first written whole (a freed snapshot never
-    stays alive, blobs and all, as another's base). Returns (trees, blobs, bytes) freed."""
-    recent = time.time() - grace
-    wanted = set(keep)
-    trees = {t: store.manifests.path_of(t) for t in store.tree_ids()}
-    kept = {t for t in trees if t in wanted or trees[t].stat().st_mtime > recent}
-    for tree_id in sorted(kept):
-        with contextlib.suppress(FileNotFoundError):
-            base = store.manifests.base_of(tree_id)
-            if base is not None and base not in kept:
-                store.manifests.put(tree_id, store.manifests.read(tree_id))
-    kept = _with_bases(store.manifests, kept, trees)  # none left, unless one raced this
-    needed: set[str] = set()
-    for tree_id in kept:
-        needed.update(e[4] for e in store.load(tree_id).files.values() if e[0] == "file")
-    folder = store.root / "blobs"
-    blobs = {b.parent.name + b.name: b for b in folder.glob("*/*")} if folder.is_dir() else {}
-    held = _with_bases(store.blobs, {d for d, b in blobs.items()
-                                     if d in needed or b.stat().st_mtime > recent}, blobs)
-    freed_trees = freed_blobs = freed_bytes = 0
-    for tree_id, path in trees.items():
-        if tree_id not in kept and path.stat().st_mtime <= recent:  # not a base just now
-            freed_bytes += path.stat().st_size
-            path.unlink()
-            freed_trees += 1
-    for digest, blob in blobs.items():
-        if digest not in held and blob.stat().st_mtime <= recent:
-            freed_bytes += blob.stat().st_size
-            blob.unlink()
-            freed_blobs += 1
-    return freed_trees, freed_blobs, freed_bytes
-
-
-def _with_bases(objects: Objects, kept: set[str], present: Iterable[str]) -> set[str]:
-    """`kept` and every object a kept one is (through its chain) a delta of. A base that is
-    not in the store is left for the read to refuse by name."""
-    there = set(present)
-    result = set(kept)
-    todo = list(kept)
-    while todo:
-        try:
-            base = objects.base_of(todo.pop())
-        except (FileNotFoundError, ValueError):
-            continue
-        if base is not None and base in there and base not in result:
-            result.add(base)
-            todo.append(base)
-    return result

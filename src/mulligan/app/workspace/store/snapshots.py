@@ -10,6 +10,8 @@ same path (the previous snapshot of the folder, for a manifest), and verified wh
 (`mulligan.app.workspace.store.blobs`); a store written before that still reads.
 Everything is created 0600 in 0700 folders, written to a temporary name and renamed into
 place, so a crash leaves a whole object or none; a manifest is written only after its blobs.
+A small snapshot's new objects (a turn's) are instead one record of the journal (`journal`:
+one fdatasync, nothing created), durable before `snapshot` returns; reads look there first.
 Sessions share the store; `gc` frees what no session refers to.
 
 The walk honours every ``.gitignore`` (nested ones too) and ``.git/info/exclude``, read with
@@ -43,9 +45,11 @@ from typing import Any
 
 import orjson
 
-from mulligan.app.workspace.monitor import Monitor
+from mulligan.app.workspace.monitor import Monitor, still
 from mulligan.app.workspace.store import statindex
-from mulligan.app.workspace.store.blobs import Objects, collect, write_atomic
+from mulligan.app.workspace.store.blobs import Objects, write_atomic
+from mulligan.app.workspace.store.collect import collect
+from mulligan.app.workspace.store.journal import Journal
 from mulligan.app.workspace.store.walk import TEMP_MARK, Walk
 from mulligan.home import folder_slug, private_dirs
 
@@ -156,6 +160,10 @@ class Store:
         self.shared: Any = None
         self.blobs = Objects(self.blob_path, by_content=True, what="blob")
         self.manifests = Objects(self._tree_path, by_content=False, what="snapshot")
+        # A small snapshot's new objects are made durable by one record here, not by fsyncs.
+        self.journal = Journal(self.root, {b"b": self.blobs, b"t": self.manifests})
+        self.blobs.journal = self.manifests.journal = self.journal
+        self.blobs.letter, self.manifests.letter = b"b", b"t"
         # The manifest last written or loaded for each folder: its files are the delta bases
         # of the next snapshot's changed files, and it the base of the next manifest.
         self._last: dict[str, Manifest] = {}
@@ -239,25 +247,23 @@ class Store:
         return self.blobs.read(digest)
 
     def has_blob(self, digest: str) -> bool:
-        return self.blob_path(digest).exists()
-
-    def _put(self, target: Path, data: bytes, *, durable: bool = True) -> None:
-        """Write `data` to `target` whole or not at all (`blobs.write_atomic`)."""
-        write_atomic(target, data, durable=durable)
+        return self.blobs.exists(digest)
 
     def _write_manifest(self, tree_id: str, root: Path, files: dict[str, FileFacts],
                         skipped: dict[str, str], ignored: list[str],
-                        base: str | None = None, along: Sequence[Path] = ()) -> None:
+                        base: str | None = None, along: Sequence[Path] = (),
+                        into: list[tuple[str, bytes]] | None = None) -> None:
         """Write manifest `tree_id` (after its blobs: `along` are synced with it, before it
         is renamed into place), as a delta against `base` (the folder's previous manifest)
-        when that is small. One path a line, so a delta by lines copies every path that did
-        not change."""
+        when that is small (`into`: not written, its stored form appended there, see
+        `Objects.put`). One path a line, so a delta by lines copies every path that did not
+        change."""
         body = orjson.dumps({"version": 1, "root": str(root), "files": files,
                              "skipped": skipped, "ignored": ignored})
         # '],"' is only ever the end of one path's facts and the start of the next key: a
         # quote inside a JSON string is escaped, so this adds whitespace between tokens only.
         body = body.replace(b'],"', b'],\n"')
-        self.manifests.put(tree_id, body, base=base, along=along)
+        self.manifests.put(tree_id, body, base=base, along=along, into=into)
 
     def _bases(self, root: Path, tree_id: object) -> _Bases:
         """What the next snapshot of `root` may store its changes as deltas against: the
@@ -281,8 +287,8 @@ class Store:
 
     def tree_ids(self) -> list[str]:
         folder = self.root / "trees"
-        return sorted(f.stem for f in folder.glob("*.json") if _HEX40.fullmatch(f.stem)) \
-            if folder.is_dir() else []
+        found = {f.stem for f in folder.glob("*.json") if _HEX40.fullmatch(f.stem)}
+        return sorted(found.union(self.journal.names(b"t")))
 
     def record(self, root: Path, files: dict[str, FileFacts], skipped: dict[str, str],
                ignored: list[str], *, like: Manifest | None = None) -> Manifest:
@@ -300,8 +306,7 @@ class Store:
             tree_id = like.id
         else:
             tree_id = manifest_id(files, skipped, ignored)
-        target = self.root / "trees" / f"{tree_id}.json"
-        if not target.exists():
+        if not self.manifests.exists(tree_id):
             last = self._last.get(str(Path(root).resolve())) if str(root) != "." else None
             self._write_manifest(tree_id, root, files, skipped, ignored,
                                  last.id if last is not None else None)
@@ -321,18 +326,22 @@ class Store:
         `reread`: paths whose content is read whatever the cache says (a write's target: the
         pre-image must be exact). `monitor` (`mulligan.app.workspace.monitor`): when it has seen no
         change since the walk it watched ended, that walk's manifest is the answer and
-        nothing is walked; else the walk watches every folder before reading it. Unsafe for
-        $HOME and /."""
-        root = Path(folder).resolve()
-        if root == Path("/") or root == Path.home().resolve():
-            raise Unsafe(f"{root} is {'/' if root == Path('/') else 'your home folder'}: "
-                         "checkpoints are taken of a project folder only")
+        nothing is walked (a `reread` path is read and hashed, and must be as recorded);
+        else the walk watches every folder before reading it. Unsafe for $HOME and /."""
+        if monitor is not None and monitor.last is not None and folder == monitor.root:
+            root = monitor.root  # resolved, and checked by the walk it watched
+        else:
+            root = Path(folder).resolve()
+            if root == Path("/") or root == Path.home().resolve():
+                raise Unsafe(f"{root} is {'/' if root == Path('/') else 'your home folder'}: "
+                             "checkpoints are taken of a project folder only")
         forced = set(reread)
         if monitor is not None and monitor.root != root:
             monitor = None  # it watches another folder
         if monitor is not None:
             last = monitor.last
-            if isinstance(last, Manifest) and not forced and not monitor.changed():
+            if isinstance(last, Manifest) and not monitor.changed() and \
+                    still(root, last, forced):
                 return last
             monitor.begin()
         manifest = self._walk_and_record(root, forced, monitor)
@@ -346,7 +355,7 @@ class Store:
     def _walk_and_record(self, root: Path, forced: set[str],
                          monitor: Monitor | None) -> Manifest:
         index = self._indexes.get(str(root)) or statindex.load(self._index_file(str(root)))
-        if index is not None and not (self.root / "trees" / f"{index.tree}.json").exists():
+        if index is not None and not self.manifests.exists(index.tree):
             index = None  # its snapshot was freed (gc, elsewhere) or the store is new: so may
             # the blobs it vouches for be, and nothing it says is trusted
         walk = Walk(str(root), index, excluded=self._excluded(str(root)),
@@ -382,16 +391,24 @@ class Store:
         # (kind, mode, hash) in the walk's fixed order.
         same = walk.unchanged()
         tree_id = same or manifest_id(files, skipped, walk.ignored)
-        target = self.root / "trees" / f"{tree_id}.json"
-        self.blobs.settle()  # the new blobs are written (compressed on worker threads)
-        if not target.exists():
-            # Every new blob is on disk before a manifest can name it: a few are synced with
-            # the manifest, together (one wait for the disk); many, by one sync first.
-            if len(wrote) > 16:
+        # Every new blob and the manifest are durable before anyone can name the snapshot. A
+        # small one (a turn's) is kept in the journal: one record, one fdatasync of a file
+        # that never grows, no file each (`journal`). Else: files, a few blobs synced with
+        # the manifest, together (one wait for the disk); many, by one sync first.
+        staged = self.blobs.settle()  # the new blobs, written on worker threads or kept back
+        kept: list[tuple[str, bytes]] = []
+        if not self.manifests.exists(tree_id):
+            self._write_manifest(tree_id, root, files, skipped, walk.ignored, bases.tree(),
+                                 into=kept)
+        objects = [(b"b", n, f) for n, f in staged] + [(b"t", n, f) for n, f in kept]
+        if (objects or wrote) and not (objects and len(staged) == len(wrote)
+                                       and self.journal.put(objects)):
+            self.blobs.write_staged(staged)
+            if wrote and (len(wrote) > 16 or not kept):
                 os.sync()
                 wrote = []
-            self._write_manifest(tree_id, root, files, skipped, walk.ignored, bases.tree(),
-                                 wrote)
+            if kept:
+                write_atomic(self.manifests.path_of(tree_id), kept[0][1], along=wrote)
         if same is None:  # the next walk's index
             self._indexes[str(root)] = statindex.build(walk.started, tree_id, walk.meta,
                                                        walk.recorded())
@@ -416,7 +433,7 @@ class Store:
     def _save_index(self, root: str) -> None:
         self._unsaved.discard(root)
         self._saved[root] = time.monotonic()
-        self._put(self._index_file(root), statindex.dump(self._indexes[root]), durable=False)
+        write_atomic(self._index_file(root), statindex.dump(self._indexes[root]), durable=False)
 
     # ---- freeing --------------------------------------------------------------------------
 
@@ -424,7 +441,7 @@ class Store:
         """Delete every manifest not in `keep` and every blob no kept manifest names; returns
         (trees freed, blobs freed, bytes freed). Anything written in the last `grace`
         seconds is kept (a running session may not have recorded its newest snapshot yet),
-        and so is what a kept object is a delta of (`blobs.collect`). The stat index is
+        and so is what a kept object is a delta of (`collect`). The stat index is
         dropped (the next snapshot re-reads what it needs)."""
         freed = collect(self, keep, grace)
         for cache in (self.root / "stat").glob("*.*"):  # the index (and older .json caches)
@@ -455,7 +472,7 @@ class _Bases:
             last = self.store._last.get(self.root)
             tree = self.cached_tree
             if last is None and isinstance(tree, str) and _HEX40.fullmatch(tree) and \
-                    self.store._tree_path(tree).exists():
+                    self.store.manifests.exists(tree):
                 with contextlib.suppress(OSError, ValueError):
                     last = self.store.load(tree)
             self._files = last.files if last is not None else {}

@@ -1,0 +1,268 @@
+"""The snapshot store's journal: where a small snapshot's new objects (a turn's: a blob or
+two and a manifest delta) are kept, made durable by one write and one fdatasync of a file
+that never grows -- no file created, renamed or fsynced per object (on a shared disk each
+creation and each fsync waits for the filesystem's own journal, which every process commits
+through in turn: 1-8 ms loaded, against ~0.2 ms for this).
+
+``checkpoints/journal`` is made once: `SIZE` bytes of zeros with a header, fsynced, linked
+into place, its folder fsynced (its name is on disk before it vouches for anything).
+Writing inside it never changes its size or block map, so its fdatasync is the data and a
+cache flush, no metadata to commit. Layout (integers little-endian):
+
+    header  MAGIC b"h" + generation (8) + BLAKE2b-160 of those 13 bytes
+    record  MAGIC b"r" + generation (8) + when written (8, ns since the epoch) + payload
+            length (4) + BLAKE2b-160(payload) + payload, from offset `_START` on, one after
+            another
+    payload per object: folder (1: b"b" blob, b"t" manifest) + name (20) + length (4) + the
+            object's stored form (what `blobs` would write to its file: whole or delta)
+
+A record counts when its generation is the header's and its payload hashes right; records
+are read from `_START` until one does not (a torn last record ends them: its fdatasync never
+returned, so nothing names what it holds, and the next record is written over it). An
+object in a counted record is in the store: `blobs.Objects` reads it from here before its
+loose file (which, after a crash in `restart`, may be torn).
+
+`restart` (the journal is full, or `gc` is about to free): every object it holds is written
+to its loose file (unless one is there and sound), dated when its record was written (gc's
+grace counts from then), `os.sync()`, then the header gets a new
+generation (fdatasynced) and records start again at `_START`. So the journal never holds
+the only copy of anything older than its generation, and gc never frees what a record
+would bring back. Processes take turns by flock; the header is read again on every lookup,
+so a restart by another process is seen.
+
+In: the store's root and its `Objects` by folder letter. Out: `put` (durable), `get`, `has`,
+`names`, `restart`. Never: return before the fdatasync, grow or shrink the file, hand back
+bytes from a record that does not check, rewrite a loose object that reads back sound.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import os
+import struct
+import threading
+import time
+import weakref
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Protocol
+
+from mulligan.app.workspace.store.blobs import write_atomic
+from mulligan.home import open_private, private_dirs
+from mulligan.session.stores.storage import fsync_folder, write_all
+
+__all__ = ["MAX_RECORD", "SIZE", "Journal"]
+
+SIZE = 256 << 10  # bytes: the journal file, made once (a few hundred turns' records)
+MAX_RECORD = 64 << 10  # bytes of objects one record holds; a larger snapshot fsyncs files
+_MAGIC = b"\x00MLJ"
+_START = 4096  # records start here (the header has the first block to itself)
+_HEADER = struct.Struct("<4scQ20s")  # magic, b"h", generation, hash of the first 13 bytes
+_RECORD = struct.Struct("<4scQQI20s")  # magic, b"r", generation, when, length, its hash
+_ITEM = struct.Struct("<c20sI")  # folder letter, name, length
+
+Key = tuple[bytes, str]  # (folder letter, object name)
+
+
+class _Objects(Protocol):
+    """What the journal needs of a `blobs.Objects`."""
+
+    def path_of(self, name: str) -> Path: ...
+
+    def sound(self, name: str) -> bool: ...
+
+
+def _hash(data: bytes | bytearray | memoryview) -> bytes:
+    return hashlib.blake2b(data, digest_size=20).digest()
+
+
+class Journal:
+    """The journal of the store at `root`; `folders` maps a folder letter (b"b", b"t") to its
+    `Objects`. Thread-safe; processes take turns by flock."""
+
+    def __init__(self, root: Path, folders: dict[bytes, _Objects]) -> None:
+        self.file = Path(root) / "journal"
+        self.folders = folders
+        self._lock = threading.RLock()
+        self._fd: int | None = None
+        self._size = SIZE
+        self._generation = -1  # what the index below is of (-1: nothing read yet)
+        self._end = _START  # after the last record read
+        self._index: dict[Key, tuple[int, bytes]] = {}  # -> (when written, stored form)
+
+    # ---- writing ------------------------------------------------------------------------
+
+    def put(self, objects: Sequence[tuple[bytes, str, bytes]]) -> bool:
+        """Keep `objects` ((folder letter, name, stored form)) as one record, fdatasynced
+        before this returns: they are in the store, durably. False, with nothing written,
+        when they do not fit a record (the caller writes and syncs their files)."""
+        payload = bytearray()
+        for letter, name, form in objects:
+            payload += _ITEM.pack(letter, bytes.fromhex(name), len(form)) + form
+        if len(payload) > MAX_RECORD:
+            return False
+        with self._locked(exclusive=True) as fd:
+            if _START + _RECORD.size + len(payload) > self._size:
+                return False  # a journal too small for it (not one this version made)
+            end = self._scan(fd, writing=True)
+            if end + _RECORD.size + len(payload) > self._size:  # full
+                self._restart(fd)
+                end = _START
+            when = time.time_ns()
+            head = _RECORD.pack(_MAGIC, b"r", self._generation, when, len(payload),
+                                _hash(payload))
+            os.pwrite(fd, head + payload, end)
+            os.fdatasync(fd)
+            self._add(when, bytes(payload))
+            self._end = end + len(head) + len(payload)
+        return True
+
+    def restart(self) -> None:
+        """Write everything the journal holds to its loose file, sync, and empty it (`gc`
+        calls this before it frees anything). Nothing to do without a journal."""
+        if self._fd is not None or self.file.exists():
+            with self._locked(exclusive=True) as fd:
+                self._scan(fd, writing=True)
+                if self._index:
+                    self._restart(fd)
+
+    def _restart(self, fd: int) -> None:
+        """(Under the flock, the index read up to the end: `_scan`.)"""
+        for (letter, name), (when, form) in list(self._index.items()):
+            objects = self.folders.get(letter)
+            if objects is None:
+                continue
+            path = objects.path_of(name)
+            with contextlib.suppress(OSError):
+                if path.read_bytes() == form or objects.sound(name):
+                    continue  # (`sound` reads the loose file only, never this journal)
+            write_atomic(path, form, durable=False)
+            os.utime(path, ns=(when, when))  # gc's grace counts from when it was kept
+        os.sync()  # every loose object written so far is on disk: the records are not needed
+        generation = max(self._generation + 1, time.time_ns())
+        os.pwrite(fd, _header(generation), 0)
+        os.fdatasync(fd)
+        self._generation, self._end, self._index = generation, _START, {}
+
+    # ---- reading ------------------------------------------------------------------------
+
+    def get(self, letter: bytes, name: str) -> bytes | None:
+        """The stored form of object `name` of folder `letter`, from a record that checked;
+        None when the journal does not hold it."""
+        if self._fd is None and not self.file.exists():
+            return None
+        with self._locked(exclusive=False) as fd:
+            self._scan(fd, writing=False)  # a restart or new records by another process
+            found = self._index.get((letter, name))
+        return found[1] if found is not None else None
+
+    def has(self, letter: bytes, name: str) -> bool:
+        return self.get(letter, name) is not None
+
+    def names(self, letter: bytes) -> list[str]:
+        """The names of the objects of folder `letter` the journal holds."""
+        if self._fd is None and not self.file.exists():
+            return []
+        with self._locked(exclusive=False) as fd:
+            self._scan(fd, writing=False)
+            return [name for (found, name) in self._index if found == letter]
+
+    # ---- the file -----------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _locked(self, *, exclusive: bool) -> Iterator[int]:
+        """The journal open (made if need be), this object's lock held, and with `exclusive`
+        the flock: writers take turns. A reader takes no flock: a record being written does
+        not check yet, and is not read."""
+        with self._lock:
+            if self._fd is None:
+                if not self.file.exists():
+                    _make(self.file)
+                self._fd = os.open(self.file, os.O_RDWR | os.O_CLOEXEC)
+                weakref.finalize(self, os.close, self._fd)
+                # Its size as made (another version may make it bigger): never changed.
+                self._size = os.fstat(self._fd).st_size
+            if not exclusive:
+                yield self._fd
+                return
+            fcntl.flock(self._fd, fcntl.LOCK_EX)
+            try:
+                yield self._fd
+            finally:
+                fcntl.flock(self._fd, fcntl.LOCK_UN)
+
+    def _scan(self, fd: int, *, writing: bool) -> int:
+        """Bring the index up to the file (another process may have written records, or
+        restarted it) and return where the next record goes."""
+        head = os.pread(fd, _HEADER.size, 0)
+        generation = -2  # no whole header: a journal with no records
+        if len(head) == _HEADER.size:
+            magic, kind, found, digest = _HEADER.unpack(head)
+            if magic == _MAGIC and kind == b"h" and digest == _hash(head[:13]):
+                generation = found
+        if generation != self._generation:
+            self._generation, self._end, self._index = generation, _START, {}
+        if generation == -2:
+            if writing:
+                self._restart(fd)  # a new generation (there was nothing to keep)
+            return _START
+        while True:
+            record = self._record_at(fd, self._end)
+            if record is None:
+                return self._end
+            self._add(record[0], record[1])
+            self._end = record[2]
+
+    def _add(self, when: int, payload: bytes) -> None:
+        view, pos = memoryview(payload), 0
+        while pos + _ITEM.size <= len(view):
+            letter, name, size = _ITEM.unpack_from(view, pos)
+            pos += _ITEM.size
+            self._index[letter, name.hex()] = (when, bytes(view[pos:pos + size]))
+            pos += size
+
+    def _record_at(self, fd: int, at: int) -> tuple[int, bytes, int] | None:
+        """(when written, payload, where the next starts) of the counted record at `at`, or
+        None."""
+        if self._generation < 0 or at + _RECORD.size > self._size:
+            return None
+        head = os.pread(fd, _RECORD.size, at)
+        if len(head) < _RECORD.size:
+            return None
+        magic, kind, generation, when, size, digest = _RECORD.unpack(head)
+        if magic != _MAGIC or kind != b"r" or generation != self._generation or \
+                at + _RECORD.size + size > self._size:
+            return None
+        payload = os.pread(fd, size, at + _RECORD.size)
+        if len(payload) != size or _hash(payload) != digest:
+            return None
+        return when, payload, at + _RECORD.size + size
+
+
+def _header(generation: int) -> bytes:
+    head = _MAGIC + b"h" + struct.pack("<Q", generation)
+    return head + _hash(head)
+
+
+def _make(file: Path) -> None:
+    """Create the journal: zeros and a header, fsynced, linked into place (never over one
+    another process made meanwhile), and its folder fsynced: its name is durable before it
+    vouches for anything (the fsync of the file committed the folders made before it)."""
+    private_dirs(file.parent)
+    temp = file.parent / f".{file.name}.{os.getpid()}.{threading.get_ident()}"
+    fd = open_private(temp)
+    try:
+        block = bytearray(SIZE)
+        block[:_HEADER.size] = _header(time.time_ns())
+        write_all(fd, bytes(block))
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    try:
+        with contextlib.suppress(FileExistsError):  # another process made it: as good
+            os.link(temp, file)
+    finally:
+        os.unlink(temp)
+    fsync_folder(str(file))
