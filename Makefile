@@ -6,7 +6,8 @@ STAMP := $(VENV)/.installed
 
 .PHONY: run test lint typecheck pytest bench clean
 
-$(STAMP): pyproject.toml Makefile
+# setup.py builds the native stat compare in place (src/.../store/_lstats.c): an edit rebuilds
+$(STAMP): pyproject.toml Makefile setup.py src/mulligan/app/workspace/store/_lstats.c
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[test,local]'
