@@ -99,9 +99,12 @@ class Index:
     meta: dict[str, Any]
     folders: dict[str, Folder]
     rels: list[str]
-    columns: array[int]
     facts: list[FileFacts]
     ignored: list[str]
+    # The stat keys: columns (read from a file) or tuples (built from a walk), the other made
+    # only when asked for -- a watched walk's index in memory never needs its columns.
+    _columns: array[int] | None = None
+    _keys: list[Key] | None = None
     # `rels` as the file holds them: NUL-separated bytes, after `_skip` other names.
     _names: bytes | memoryview | None = None
     _skip: int = 0
@@ -109,14 +112,28 @@ class Index:
     def racy(self, key: Key) -> bool:
         return key[2] >= self.racy_from or key[3] >= self.racy_from
 
+    @property
+    def columns(self) -> array[int]:
+        """Every entry's st_mode, then every st_size, st_mtime_ns, st_ctime_ns, st_ino."""
+        if self._columns is None:
+            keys = self._keys or []
+            self._columns = array("q")
+            for column in range(5):
+                self._columns.extend([k[column] for k in keys])
+        return self._columns
+
     def keys_of(self, start: int, end: int) -> list[Key]:
         """The stat keys of entries `start` to `end`."""
+        if self._keys is not None:
+            return self._keys[start:end]
         c, n = self.columns, len(self.rels)
         return list(zip(c[start:end], c[n + start:n + end], c[2 * n + start:2 * n + end],
                         c[3 * n + start:3 * n + end], c[4 * n + start:4 * n + end],
                         strict=True))
 
     def key(self, at: int) -> Key:
+        if self._keys is not None:
+            return self._keys[at]
         c, n = self.columns, len(self.rels)
         return c[at], c[n + at], c[2 * n + at], c[3 * n + at], c[4 * n + at]
 
@@ -136,7 +153,7 @@ def build(started: int, tree: str, meta: dict[str, Any], folders: Sequence[Recor
     writes."""
     table: dict[str, Folder] = {}
     rels: list[str] = []
-    keys: list[Key] = []  # the entries' keys, then as columns
+    keys: list[Key] = []
     facts: list[FileFacts] = []
     ignored: list[str] = []
     for f in folders:
@@ -146,11 +163,8 @@ def build(started: int, tree: str, meta: dict[str, Any], folders: Sequence[Recor
         keys += f.keys
         facts += f.facts
         ignored += f.ignored
-    columns = array("q")
-    for column in range(5):
-        columns.extend(k[column] for k in keys)
     return Index(started - MARGIN, tree, {**meta, "started": started, "tree": tree}, table,
-                 rels, columns, facts, ignored)
+                 rels, facts, ignored, _keys=keys)
 
 
 def dump(index: Index) -> bytes:
@@ -228,7 +242,7 @@ def parse(data: bytes) -> Index | None:
         if not isinstance(meta.get("tree"), str) or not _HEX40.fullmatch(meta["tree"]):
             return None  # it becomes a path: 40 hex digits or nothing
         return Index(int(meta["started"]) - MARGIN, str(meta["tree"]), meta, folders, rels,
-                     ints[n * 16:n * 16 + 5 * count], facts, strings[n + 2 * count:],
-                     memoryview(data)[text_at:text_at + text_len], n)
+                     facts, strings[n + 2 * count:], _columns=ints[n * 16:n * 16 + 5 * count],
+                     _names=memoryview(data)[text_at:text_at + text_len], _skip=n)
     except (ValueError, KeyError, TypeError, IndexError, struct.error):
         return None
