@@ -161,9 +161,13 @@ def change(root: Path, rels: list[str], rnd: random.Random) -> str:
     return what
 
 
-def walked(root: Path, index: statindex.Index | None, native: bool = True) -> tuple:
-    """Everything a walk gives, its files hashed as the store hashes them."""
+def walked(root: Path, index: statindex.Index | None, native: bool = True,
+           started: int | None = None) -> tuple:
+    """Everything a walk gives, its files hashed as the store hashes them. `started`: the
+    time the walk counts as its start (what is racy for the next index depends on it: two
+    walks compared must share it)."""
     walk = Walk(str(root), index, max_file=1 << 20, native=native)
+    walk.started = started or walk.started
     asked = []
     for rel, info, previous in walk:
         digest = hashlib.blake2b((root / rel).read_bytes(), digest_size=20).hexdigest()
@@ -192,14 +196,16 @@ def test_a_walk_with_the_native_compare_gives_what_the_python_walk_gives(tmp_pat
     root = tmp_path / "work"
     rels = make_tree(root, rnd, 300)
     index = settled(root)
-    unchanged = walked(root, index)
-    assert unchanged[:-1] == walked(root, index, False)[:-1]
+    now = time.time_ns()
+    unchanged = walked(root, index, started=now)
+    assert unchanged[:-1] == walked(root, index, False, now)[:-1]
     assert unchanged[5] == index.tree and not unchanged[0]  # nothing to hash
     seen = set()
     for _ in range(25):
         seen.add(change(root, rels, rnd))
-        native = walked(root, index)
-        assert native[:-1] == walked(root, index, False)[:-1], seen
+        now = time.time_ns()
+        native = walked(root, index, started=now)
+        assert native[:-1] == walked(root, index, False, now)[:-1], seen
         assert native[1:5] == walked(root, None)[1:5], seen  # what no index at all gives
     assert len(seen) >= 6
 
@@ -210,12 +216,14 @@ def test_a_large_tree_stated_natively_and_on_python_threads_gives_the_same(tmp_p
     root = tmp_path / "work"
     rels = make_tree(root, rnd, 4300)
     index = settled(root)
-    assert walked(root, index)[:-1] == walked(root, index, False)[:-1]
+    now = time.time_ns()
+    assert walked(root, index, started=now)[:-1] == walked(root, index, False, now)[:-1]
     for _ in range(4):
         change(root, rels, rnd)
     shutil.rmtree(root / rels[7].split("/")[0], ignore_errors=True)
-    native = walked(root, index)
-    assert native[:-1] == walked(root, index, False)[:-1]
+    now = time.time_ns()
+    native = walked(root, index, started=now)
+    assert native[:-1] == walked(root, index, False, now)[:-1]
     assert native[1:5] == walked(root, None)[1:5]
 
 
@@ -233,12 +241,14 @@ def test_a_gitignore_that_ignores_itself_or_is_a_link_is_stated_natively_as_in_p
     (root / "other" / ".gitignore").symlink_to("../rules.txt")
     index = settled(root)
     (root / "sub" / ".gitignore").write_text(".gitignore\n*.py\n")  # in place: same names
-    native = walked(root, index)
-    assert native[:-1] == walked(root, index, False)[:-1]
+    now = time.time_ns()
+    native = walked(root, index, started=now)
+    assert native[:-1] == walked(root, index, False, now)[:-1]
     assert native[1:5] == walked(root, None)[1:5] and "sub/b.log" in dict(native[1])
     index = settled(root)
     with open(root / "rules.txt", "a") as rules:  # the link's target: the link is as it was
         rules.write("*.py\n")
-    native = walked(root, index)
-    assert native[:-1] == walked(root, index, False)[:-1]
+    now = time.time_ns()
+    native = walked(root, index, started=now)
+    assert native[:-1] == walked(root, index, False, now)[:-1]
     assert native[1:5] == walked(root, None)[1:5] and "other/c.py" not in dict(native[1])
