@@ -159,3 +159,20 @@ def test_no_bare_errno_or_temporary_file_name_reaches_the_user(tmp_path):
     assert done.returncode == 1
     assert "[Errno" not in done.stderr and "migrating" not in done.stderr
     assert str(tmp_path / "no") in done.stderr
+
+
+def test_the_tree_of_a_file_whose_parents_are_sound_still_names_a_bad_message_and_label(
+        tmp_path):
+    """Every parent found on an earlier line lets the check after the tree skip the parent
+    walk: a message without the wire shape and a label naming no entry are still named."""
+    bad_message = entry("e2", "e1")
+    bad_message["message"] = {"role": "assistant", "content": "not a list"}
+    label = {"id": "e3", "type": "label", "parent_id": "e2", "target_id": "e9",
+             "label": "x"}
+    write(tmp_path / "s.jsonl", entry("e1", None), bad_message, label, entry("e4", "e3"))
+    for fold in ([], ["--all"]):
+        done = cli(tmp_path, "sessions", "tree", "s.jsonl", *fold)
+        assert done.returncode == 1, done.stderr
+        assert "line 2: entry e2 is a message entry holding" in done.stderr
+        assert "line 3: label e3 names target 'e9', which is in no entry" in done.stderr
+        assert "Traceback" not in done.stderr

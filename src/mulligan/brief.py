@@ -73,13 +73,23 @@ def message_line(message: Mapping[str, Any], room: int | None = None) -> str:
                 + flat(content_text(message.get("content", "")), room))
     parts = []
     content = message.get("content")
+    # With `room`, the blocks are looked at until the line is full: "ai: " and a part
+    # each, joined by spaces (a 100k-entry tree need not render the calls after a text).
+    left = None if room is None else room - 3
     for block in content if isinstance(content, list) else []:
+        if left is not None and left < 0:
+            break
         if type(block) is not dict and not isinstance(block, Mapping):
             continue
-        if block.get("type") == "text" and (text := flat(block.get("text", ""), room)):
+        kind = block.get("type")
+        if kind == "text" and (text := flat(block.get("text", ""), room)):
             parts.append(text)
-        elif block.get("type") == "toolCall":
-            parts.append(call_text(block, room=None if room is None else room + 1))
+        elif kind == "toolCall":
+            parts.append(text := call_text(block, room=None if room is None else room + 1))
+        else:
+            continue
+        if left is not None:
+            left -= len(text) + 1
     if message.get("stop_reason") in ("error", "aborted"):
         reason, why = message.get("stop_reason"), flat(message.get("error_message", ""))
         parts.append(f"[{reason}: {why}]" if why and why != reason else f"[{reason}]")

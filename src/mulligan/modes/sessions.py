@@ -100,8 +100,8 @@ def _tree(args: argparse.Namespace, out: TextIO) -> int:
 
         entries = with_attempts(entries, log.entry)
     width = args.width or _terminal_width(out)
-    out.write("".join(line + "\n" for line in render_tree(entries, leaf, fold=not args.all,
-                                                          width=width)))
+    lines = render_tree(entries, leaf, fold=not args.all, width=width)
+    out.write("\n".join(lines) + "\n" if lines else "")
     if sketched:
         return 0
     file = log.storage.file

@@ -8,7 +8,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import orjson
 
@@ -93,8 +93,12 @@ def check(file: str | os.PathLike[str], *,
     last_id: str | None = None
     bare: list[int] = []
     unreadable = 0  # lines before this one that are not entries: ids after them shift
+    read = _as_numbered(entries, ends) if table is not None else None
+    if read is not None:  # what the loop below would find, found at once
+        found, line_of = read
+        last_id = found[-1][1]["id"] if found else None
     view, loads, start = memoryview(data), orjson.loads, 0
-    for number, end in enumerate(ends, 1):
+    for number, end in enumerate(ends if read is None else (), 1):
         last_id = None
         if entries is not None:
             entry = entries[number - 1]
@@ -153,7 +157,9 @@ def check(file: str | os.PathLike[str], *,
     report.entries = len(found)
     report.went_back = sum(1 for _, entry in found if entry.get("type") == "branch")
     report.tip = last_id
-    problems.extend(_tree_problems(found, line_of))
+    # with the table, whose every parent is found on an earlier line: no parent problem
+    problems.extend(_tree_problems(found, line_of, parents_found=table is not None and (
+        sidecar.UNRESOLVED not in table.parents)))
     problems.sort(key=_first_line)  # in file order, for a person going down the file
     # "branches" means what `mulligan sessions ls` means by it: the attempts the file holds;
     # counted by the line table the index check builds anyway, when the file is sound
@@ -207,6 +213,23 @@ def _as_read(name: str, entries: Sequence[Entry], table: sidecar.Table
     except orjson.JSONDecodeError:
         return None
     return tail, ends, b"", ends[-1]
+
+
+def _as_numbered(entries: Sequence[Entry] | None, ends: list[int]
+                 ) -> tuple[list[tuple[int, dict[str, Any]]], dict[str, int]] | None:
+    """(found, line_of) as the line-by-line loop of `check` makes them, for a full read's
+    `entries` (every one a dict with a string id, which the read checked) of a file with
+    one line each: when every id is "e" + its line number, no line can be a duplicate, a
+    bare message or a misnumbered id, so that loop would name nothing. None otherwise."""
+    if entries is None or len(entries) != len(ends) or not all(
+            type(entry) is dict for entry in entries):
+        return None
+    ids = [entry["id"] for entry in entries]
+    if ids != [f"e{number}" for number in range(1, len(ids) + 1)]:
+        return None
+    dicts = cast(Sequence[dict[str, Any]], entries)
+    return (list(zip(range(1, len(ids) + 1), dicts, strict=True)),
+            dict(zip(ids, range(1, len(ids) + 1), strict=True)))
 
 
 def _still(entries: Sequence[Entry], data: bytes, ends: list[int], torn: bytes) -> bool:
@@ -273,8 +296,16 @@ def _first_line(problem: str) -> int:
 
 
 def _tree_problems(entries: list[tuple[int, dict[str, Any]]],
-                   line_of: dict[str, int]) -> Iterable[str]:
-    """Problems with parents: each cause once (not once per entry below it)."""
+                   line_of: dict[str, int], *, parents_found: bool = False) -> Iterable[str]:
+    """Problems with parents: each cause once (not once per entry below it). With
+    `parents_found` (a line table found every entry's parent key, and each non-null parent on
+    an earlier line), only the messages' shapes and the labels' targets are looked at."""
+    if parents_found:
+        for number, entry in entries:
+            problem = _content_problem(number, entry, line_of)
+            if problem is not None:
+                yield problem
+        return
     if entries and not any("parent_id" in entry for _, entry in entries):
         yield (f"lines 1-{entries[-1][0]}: no entry has a parent_id key: a file from before "
                "entries had parents; `mulligan session migrate OLD NEW` converts it")
@@ -293,15 +324,27 @@ def _tree_problems(entries: list[tuple[int, dict[str, Any]]],
             elif type(parent_id) is str:  # any other type is named above, with the entry
                 yield f"line {number}: entry {entry_id} names parent {parent_id!r}, which is " \
                       "in no entry"
-        problem = shape_problem(entry.get("message")) if entry.get("type") == "message" else None
+        problem = _content_problem(number, entry, line_of)
         if problem is not None:
-            yield f"line {number}: entry {entry_id} is a message entry holding {problem}"
-        target = entry.get("target_id")
-        if entry.get("type") == "label" and type(target) is str and target not in line_of:
-            yield f"line {number}: label {entry_id} names target {entry.get('target_id')!r}, " \
-                  "which is in no entry"
+            yield problem
     if not backward:
         yield from _circles(parent, line_of)
+
+
+def _content_problem(number: int, entry: dict[str, Any], line_of: dict[str, int]) -> str | None:
+    """A message entry's message without the wire shape, or a label whose target is in no
+    entry: the problem in words, or None."""
+    kind = entry.get("type")
+    if kind == "message":
+        problem = shape_problem(entry.get("message"))
+        if problem is not None:
+            return f"line {number}: entry {entry['id']} is a message entry holding {problem}"
+    elif kind == "label":
+        target = entry.get("target_id")
+        if type(target) is str and target not in line_of:
+            return f"line {number}: label {entry['id']} names target {target!r}, which is " \
+                   "in no entry"
+    return None
 
 
 def _circles(parent: dict[str, str], line_of: dict[str, int]) -> Iterable[str]:
