@@ -3,8 +3,9 @@ it makes recorded (with the thread that made it) by an audit hook installed befo
 is imported.
 
 Before the prompt is on the screen, the main thread imports no provider SDK, no Markdown
-parser, no gitignore matcher, not rich (the banner is printed without it) and none of the
-machinery of going back, restoring or running attempts; the hosted model's SDK is imported
+parser, no gitignore matcher, not rich (the banner is printed without it), none of the
+machinery of going back, restoring or running attempts, no HTML parser, no difflib and no
+importlib.resources; the hosted model's SDK is imported
 afterwards, on the model's own loading thread, without a key being pressed. A top-level
 import re-added anywhere on the way to the prompt fails the first assertion; the loading
 thread started before the prompt fails the second.
@@ -28,7 +29,11 @@ DEFERRED = ("anthropic", "openai", "google.genai", "pydantic", "httpx", "mcp", "
             "xllamacpp", "markdown_it", "pathspec", "merge3", "rich",
             "mulligan.providers.anthropic", "mulligan.app.rewind.back",
             "mulligan.app.workspace.restore", "mulligan.app.attempts.run",
-            "mulligan.app.attempts.session", "mulligan.app.exports.html")
+            "mulligan.app.attempts.session", "mulligan.app.exports.html",
+            # the fetch tool's HTML parser, the permission question's diff, and the package
+            # resources machinery the system prompt was read through (issue 29)
+            "html.parser", "mulligan.tools.html_text", "difflib", "importlib.resources",
+            "zipfile")
 
 DRIVER = """\
 import os, sys, threading

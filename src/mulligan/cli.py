@@ -27,7 +27,8 @@ testing aid: --model scripted:FILE answers from FILE, a JSON list of replies (no
 """
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(*, commands: bool = True) -> argparse.ArgumentParser:
+    """The parser of every flag, and (`commands`) of the sub-commands: sessions, gc, mcp."""
     parser = argparse.ArgumentParser(
         prog="mulligan", formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EPILOG,
         description="A coding agent for the terminal whose sessions you can take back. "
@@ -96,7 +97,14 @@ def build_parser() -> argparse.ArgumentParser:
                        help="use this session file (created at the first message if missing)")
     which.add_argument("--no-session", action="store_true",
                        help="save nothing (no /tree, /back or /edit)")
+    if commands:
+        _add_commands(parser)
+    else:
+        parser.set_defaults(command=None)
+    return parser
 
+
+def _add_commands(parser: argparse.ArgumentParser) -> None:
     commands = parser.add_subparsers(dest="command", metavar="{sessions,session,gc,mcp}")
     sessions = commands.add_parser(
         "sessions", aliases=["session"], help="list, show, export and check session files",
@@ -195,14 +203,16 @@ def build_parser() -> argparse.ArgumentParser:
                                                    "tools (exit 1 if one failed)")
     mcp_list.add_argument("--mcp-config", action="append", metavar="FILE", dest="mcp_config",
                           help="also the servers of FILE (.mcp.json shape)")
-    return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Parse `argv` (default: sys.argv[1:]) and run the command; returns the exit status.
     --version and --help end inside parse_args, before the agent is imported: they cost
     argparse, not the harness, the tools' schema checker or a provider."""
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    # A bare `mulligan` (the REPL) names no sub-command: their 17 parsers are not built on
+    # its way to the first prompt (about half of what argparse cost there).
+    parser = build_parser(commands=bool(argv))
     args = parser.parse_args(argv)
     from mulligan import modes
     out, err = sys.stdout, sys.stderr

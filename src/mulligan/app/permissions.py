@@ -25,7 +25,6 @@ tool's execute, and the refusal is a ToolError that `run_tool` turns into the re
 
 from __future__ import annotations
 
-import difflib
 import json
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -194,6 +193,8 @@ class Permissions:
         else:
             old = str(arguments.get("old_text", ""))
             new = str(arguments.get("new_text", ""))
+        import difflib  # here, for the first question that shows a diff: not at startup
+
         lines = [line.rstrip("\n") for line in difflib.unified_diff(
             (old or "").splitlines(keepends=True), new.splitlines(keepends=True),
             fromfile=f"a/{path}" if old is not None else "/dev/null", tofile=f"b/{path}")]

@@ -8,7 +8,6 @@ writes one.
 
 from __future__ import annotations
 
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -18,10 +17,12 @@ FALLBACK_FILE = "CLAUDE.md"  # Claude Code's name, read where a folder has no AG
 
 def base_prompt(compact: bool = False) -> str:
     """The packaged base prompt: local.md for small models (when it exists), else hosted.md."""
-    folder = resources.files("mulligan.prompts")
-    if compact and folder.joinpath("local.md").is_file():
-        return folder.joinpath("local.md").read_text(encoding="utf-8")
-    return folder.joinpath("hosted.md").read_text(encoding="utf-8")
+    # Next to this file, as mulligan is installed (never zipped): importlib.resources and
+    # the zipfile machinery it imports were a tenth of the REPL's way to its first prompt.
+    folder = Path(__file__).parent
+    if compact and (folder / "local.md").is_file():
+        return (folder / "local.md").read_text(encoding="utf-8")
+    return (folder / "hosted.md").read_text(encoding="utf-8")
 
 
 def instruction_files(cwd: Path) -> list[Path]:

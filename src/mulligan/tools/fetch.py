@@ -16,9 +16,7 @@ changes between the check and the connection is not caught: the check is by name
 from __future__ import annotations
 
 import ipaddress
-import re
 import socket
-from html.parser import HTMLParser
 from typing import Any
 from urllib.parse import urljoin, urlsplit
 
@@ -140,6 +138,9 @@ def _result(url: str, kind: str, charset: str, body: bytes) -> Content:
     text = body.decode(charset if _known(charset) else "utf-8", errors="replace")
     title = ""
     if kind in ("text/html", "application/xhtml+xml"):
+        from mulligan.tools.html_text import html_to_markdown  # a page's first fetch: not
+        # at startup (html.parser and its entity table were a tenth of the first prompt)
+
         title, text = html_to_markdown(text, url)
     kept = truncate_head(text, MAX_LINES, MAX_BYTES - 2000)
     head = f"# {title}\n" if title else ""
@@ -158,84 +159,3 @@ def _known(charset: str) -> bool:
     except LookupError:
         return False
     return True
-
-
-def html_to_markdown(page: str, base: str = "") -> tuple[str, str]:
-    """(title, Markdown) of an HTML page: headings, paragraphs, lists, links, code; scripts,
-    styles and the page's chrome (nav, header, footer, forms) left out."""
-    parser = _Markdown(base)
-    parser.feed(page)
-    parser.close()
-    text = re.sub(r"\n{3,}", "\n\n", "".join(parser.out)).strip()
-    return " ".join(parser.title.split()), text
-
-
-class _Markdown(HTMLParser):
-    _SKIP = {"script", "style", "noscript", "nav", "header", "footer", "form", "svg",
-             "template", "iframe", "button", "select"}
-    _BLOCK = {"p", "div", "section", "article", "main", "table", "tr", "blockquote", "ul",
-              "ol", "dl", "figure"}
-
-    def __init__(self, base: str) -> None:
-        super().__init__(convert_charrefs=True)
-        self.base = base
-        self.out: list[str] = []
-        self.title = ""
-        self._skip = 0
-        self._in_title = False
-        self._pre = 0
-        self._href: list[str | None] = []
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        if tag in self._SKIP:
-            self._skip += 1
-            return
-        if self._skip:
-            return
-        if tag == "title":
-            self._in_title = True
-        elif tag in ("h1", "h2", "h3", "h4", "h5", "h6"):
-            self.out.append("\n\n" + "#" * int(tag[1]) + " ")
-        elif tag in self._BLOCK:
-            self.out.append("\n\n")
-        elif tag == "br":
-            self.out.append("\n")
-        elif tag == "li":
-            self.out.append("\n- ")
-        elif tag == "pre":
-            self._pre += 1
-            self.out.append("\n\n```\n")
-        elif tag == "code" and not self._pre:
-            self.out.append("`")
-        elif tag in ("td", "th"):
-            self.out.append(" | ")
-        elif tag == "a":
-            href = dict(attrs).get("href")
-            self._href.append(urljoin(self.base, href) if href else None)
-            self.out.append("[")
-
-    def handle_endtag(self, tag: str) -> None:
-        if tag in self._SKIP:
-            self._skip = max(0, self._skip - 1)
-            return
-        if self._skip:
-            return
-        if tag == "title":
-            self._in_title = False
-        elif tag in ("h1", "h2", "h3", "h4", "h5", "h6") or tag in self._BLOCK:
-            self.out.append("\n\n")
-        elif tag == "pre":
-            self._pre = max(0, self._pre - 1)
-            self.out.append("\n```\n\n")
-        elif tag == "code" and not self._pre:
-            self.out.append("`")
-        elif tag == "a":
-            href = self._href.pop() if self._href else None
-            scheme = urlsplit(href).scheme if href else ""
-            self.out.append(f"]({href})" if href and scheme in ("http", "https") else "]")
-
-    def handle_data(self, data: str) -> None:
-        if self._in_title:
-            self.title += data
-        elif not self._skip:
-            self.out.append(data if self._pre else re.sub(r"\s+", " ", data))
