@@ -66,9 +66,21 @@ def timed(command: list[str], env: dict[str, str]) -> float:
     return time.perf_counter() - started
 
 
-def first_prompt(env: dict[str, str], cwd: str, command: list[str] | None = None) -> float:
+def cpu_of(pid: int) -> float:
+    """The CPU seconds (user + system) process `pid` has used so far, from /proc (clock
+    ticks: 10 ms steps)."""
+    with open(f"/proc/{pid}/stat") as handle:
+        fields = handle.read().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+CPU: dict[str, list[float]] = {}  # the CPU seconds each case's process had used at its prompt
+
+
+def first_prompt(env: dict[str, str], cwd: str, command: list[str] | None = None,
+                 name: str = "") -> float:
     """Seconds from starting the REPL (or `command`) on a pty until its prompt is drawn; then
-    it is quit."""
+    it is quit. The CPU it had used by then is kept in CPU[name]."""
     main, child = pty.openpty()
     started = time.perf_counter()
     process = subprocess.Popen(command or [MULLIGAN], cwd=cwd, env=env, stdin=child, stdout=child,
@@ -82,6 +94,7 @@ def first_prompt(env: dict[str, str], cwd: str, command: list[str] | None = None
                 raise RuntimeError(f"no prompt: {seen[-400:]!r}")
             seen += os.read(main, 65536)
         elapsed = time.perf_counter() - started
+        CPU.setdefault(name, []).append(cpu_of(process.pid))
         os.write(main, b"\x04")  # Ctrl-D quits
         process.wait(timeout=30)
         return elapsed
@@ -107,11 +120,12 @@ def main() -> int:
         "mulligan --help": lambda: timed([MULLIGAN, "--help"], env),
         "import anthropic (for scale)": lambda: timed([PYTHON, "-c", "import anthropic"], env),
         "prompt_toolkit prompt (floor)": lambda: first_prompt(env, str(scratch),
-                                                              [PYTHON, "-c", FLOOR]),
-        "REPL first prompt (anthropic)": lambda: first_prompt(env, str(scratch)),
+                                                              [PYTHON, "-c", FLOOR], "floor"),
+        "REPL first prompt (anthropic)": lambda: first_prompt(env, str(scratch), name="repl"),
     }
     for case in cases.values():  # compiles what is not compiled yet
         case()
+    CPU.clear()
     times: dict[str, list[float]] = {name: [] for name in cases}
     for _ in range(runs):
         for name, case in cases.items():
@@ -126,6 +140,18 @@ def main() -> int:
                           medians["prompt_toolkit prompt (floor)"])
     print(f"REPL first prompt: {repl * 1000:.0f} ms, {repl / floor:.2f}x a bare start, "
           f"{repl / floor_prompt:.2f}x a bare prompt_toolkit prompt")
+    # Round by round (the REPL right after its floor, so a burst of load falls on both), and
+    # in CPU, which the machine's other load disturbs less than wall time.
+    rounds = [r / f for r, f in zip(times["REPL first prompt (anthropic)"],
+                                    times["prompt_toolkit prompt (floor)"], strict=True)]
+    above = [(r - f) * 1000 for r, f in zip(times["REPL first prompt (anthropic)"],
+                                            times["prompt_toolkit prompt (floor)"], strict=True)]
+    cpu_repl, cpu_floor = statistics.median(CPU["repl"]), statistics.median(CPU["floor"])
+    print(f"round by round: {statistics.median(rounds):.2f}x the prompt_toolkit floor at the "
+          f"median ({min(rounds):.2f}-{max(rounds):.2f}x), {statistics.median(above):.0f} ms "
+          f"above it; CPU at the prompt: {cpu_repl * 1000:.0f} ms against the floor's "
+          f"{cpu_floor * 1000:.0f} ms ({cpu_repl / cpu_floor:.2f}x, "
+          f"{(cpu_repl - cpu_floor) * 1000:.0f} ms above it)")
     missed = []
     for name in ("mulligan --version", "mulligan --help"):
         if medians[name] / floor >= 3:
