@@ -16,7 +16,9 @@ from typing import Any
 from mulligan.brief import cut, flat, message_line
 from mulligan.session.branches import (
     all_labels,
+    children_of,
     message_leaves,
+    parents_of,
     path_ids,
     subtree_ids,
 )
@@ -64,32 +66,18 @@ def render_tree(
     width = max(width, 20)
     if not entries:
         return ["(empty session: nothing has been said yet)"]
+    up = parents_of(entries)  # once, for the children and the path
+    children = children_of(entries, up)
     by_id = {entry["id"]: entry for entry in entries}
-    # One pass for what `parents_of` and `children_of` give, the label lines (not drawn)
-    # and the entries a damaged file leaves without a way up (marked where they are drawn):
-    # a pass each was a fifth of a 100k-entry `sessions tree --all` (issue 29).
-    up: dict[str, str | None] = {}
-    children: dict[str | None, list[str]] = {}
-    hidden: set[str] = set()
-    damage: dict[str, str] = {}
-    for entry in entries:
-        entry_id, parent = entry["id"], entry.get("parent_id")
-        if isinstance(entry_id, str) and entry_id not in up:
-            up[entry_id] = parent if isinstance(parent, str) and parent in by_id else None
-        kids = children.get(up.get(entry_id))
-        if kids is None:
-            children[up.get(entry_id)] = [entry_id]
-        else:
-            kids.append(entry_id)
-        if entry.get("type") == "label":
-            hidden.add(entry_id)
-        if parent is not None and parent not in by_id:
-            damage[entry_id] = f" (parent {parent!r} is missing)"
     tip_path = path_ids(entries, tip, up)
     on_path = set(tip_path)
     labels = all_labels(entries)
+    hidden = {e["id"] for e in entries if e.get("type") == "label"}
     id_width = max(map(len, by_id)) + 1
     drawn: set[str] = set()
+    # Entries a damaged file leaves without a way up: marked where they are drawn.
+    damage = {e["id"]: f" (parent {e.get('parent_id')!r} is missing)" for e in entries
+              if e.get("parent_id") is not None and e.get("parent_id") not in by_id}
     # The tip may be a label line (not drawn): then the entry it hangs under is marked.
     shown_tip = next((i for i in reversed(tip_path) if i not in hidden), None)
     lines: list[str] = []
