@@ -11,8 +11,12 @@ whole processes, best of --runs, each against the floor process measured in the 
   for the none-abandoned file also its first open, which builds the sidecar index;
 - `mulligan -c -p` with a scripted model on each (a resume, one reply, three appends, exit);
 - `mulligan sessions tree` on the abandoned-heavy one (reported: every attempt folded);
-- `mulligan sessions tree --all` and `mulligan sessions check` on it, time and peak memory
-  against the floor's (each must parse the file once);
+- `mulligan sessions tree --all` and `mulligan sessions check` on it, against the floor
+  process in --runs interleaved rounds (floor, tree, check, floor, ...): the best wall time
+  against the floor's best, each round's wall and CPU ratios, the median CPU ratio, and peak
+  memory against the floor's, all from the kernel's accounting of each child (wait4); each
+  is judged on the worse of the best wall ratio and the median CPU ratio (each must parse
+  the file once);
 - `mulligan sessions ls` over --sessions sessions of 10,000 entries, against one floor
   process parsing them all.
 
