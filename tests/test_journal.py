@@ -3,8 +3,9 @@ snapshot is one record and no file of its own, read back by a fresh store (anoth
 a record that does not check (torn, damaged) is never read and ends the ones after it, and
 the next record is written over it; a torn loose copy is read from the journal and written
 again when the journal is full; a full journal starts again with everything readable; gc
-never brings back what it freed; snapshots killed at any moment leave every snapshot they
-returned readable; and a write's target is read again even when the monitor saw nothing."""
+never brings back what it freed; a store deleted under a running session gets a new journal;
+snapshots killed at any moment leave every snapshot they returned readable; and a write's
+target is read again even when the monitor saw nothing."""
 
 from __future__ import annotations
 
@@ -149,6 +150,21 @@ def test_gc_writes_the_journal_out_first_and_never_brings_back_what_it_freed(tmp
     assert fresh.load(kept.id).files == kept.files
     assert fresh.read_blob(kept.files["src/f4.py"][4]) == b"kept\n" * 40
     assert dropped.id not in fresh.tree_ids()
+
+
+def test_a_store_deleted_under_a_running_session_gets_a_new_journal(tmp_path):
+    import shutil
+
+    work = folder(tmp_path / "work")
+    store = Store(tmp_path / "home")
+    store.snapshot(work)
+    shutil.rmtree(store.root)  # by hand, while the session runs: its open journal is gone
+    (work / "src" / "f0.py").write_text("after the store was removed\n" * 40)
+    after = store.snapshot(work, reread=["src/f0.py"])
+    assert (store.root / "journal").exists()
+    fresh = Store(tmp_path / "home")  # another process: what was recorded since is there
+    assert fresh.read_blob(fresh.load(after.id).files["src/f0.py"][4]) == \
+        b"after the store was removed\n" * 40
 
 
 def test_two_stores_writing_one_journal_each_read_what_the_other_wrote(tmp_path):

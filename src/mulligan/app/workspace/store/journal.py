@@ -103,6 +103,7 @@ class Journal:
             payload += _ITEM.pack(letter, bytes.fromhex(name), len(form)) + form
         if len(payload) > MAX_RECORD:
             return False
+        self._there()
         with self._locked(exclusive=True) as fd:
             if _START + _RECORD.size + len(payload) > self._size:
                 return False  # a journal too small for it (not one this version made)
@@ -122,7 +123,7 @@ class Journal:
     def restart(self) -> None:
         """Write everything the journal holds to its loose file, sync, and empty it (`gc`
         calls this before it frees anything). Nothing to do without a journal."""
-        if self._fd is not None or self.file.exists():
+        if self._there():
             with self._locked(exclusive=True) as fd:
                 self._scan(fd, writing=True)
                 if self._index:
@@ -151,7 +152,7 @@ class Journal:
     def get(self, letter: bytes, name: str) -> bytes | None:
         """The stored form of object `name` of folder `letter`, from a record that checked;
         None when the journal does not hold it."""
-        if self._fd is None and not self.file.exists():
+        if not self._there():
             return None
         with self._locked(exclusive=False) as fd:
             self._scan(fd, writing=False)  # a restart or new records by another process
@@ -163,13 +164,23 @@ class Journal:
 
     def names(self, letter: bytes) -> list[str]:
         """The names of the objects of folder `letter` the journal holds."""
-        if self._fd is None and not self.file.exists():
+        if not self._there():
             return []
         with self._locked(exclusive=False) as fd:
             self._scan(fd, writing=False)
             return [name for (found, name) in self._index if found == letter]
 
     # ---- the file -----------------------------------------------------------------------
+
+    def _there(self) -> bool:
+        """Whether there is a journal: the one this object has open -- unless it was removed
+        under this process (the store deleted by hand: what is written to it would be lost,
+        so it is closed and a new one made when next needed) -- or one on disk."""
+        with self._lock:
+            if self._fd is not None and os.fstat(self._fd).st_nlink == 0:
+                self._closer()
+                self._fd, self._generation, self._end, self._index = None, -1, _START, {}
+            return self._fd is not None or self.file.exists()
 
     @contextlib.contextmanager
     def _locked(self, *, exclusive: bool) -> Iterator[int]:
@@ -181,7 +192,7 @@ class Journal:
                 if not self.file.exists():
                     _make(self.file)
                 self._fd = os.open(self.file, os.O_RDWR | os.O_CLOEXEC)
-                weakref.finalize(self, os.close, self._fd)
+                self._closer = weakref.finalize(self, os.close, self._fd)
                 # Its size as made (another version may make it bigger): never changed.
                 self._size = os.fstat(self._fd).st_size
             if not exclusive:
