@@ -94,13 +94,18 @@ def _rename2(source: Path, target: Path, flags: int) -> None:
         raise OSError(code, os.strerror(code), str(target))
 
 
-def _inside(root: Path, rel: str) -> Path:
+def _inside(root: Path, rel: str, known: set[Path]) -> Path:
     """`root / rel`, refusing a path whose folders are not real folders inside `root` (a
-    link would carry the write outside)."""
+    link would carry the write outside). `known`: the folders this restore found so
+    already (a realpath is a dozen syscalls; the restore itself never turns a folder into
+    a link while it has paths to change inside it: those go first, deepest first)."""
     target = root / rel
     parent = target.parent
+    if parent in known:
+        return target
     if os.path.realpath(parent) != str(parent) or not parent.is_relative_to(root):
         raise Unsafe(f"{rel}: its folder is a link or lies outside {root}; not restored")
+    known.add(parent)
     return target
 
 
@@ -148,6 +153,7 @@ class Discards:
     def __init__(self) -> None:
         self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="mulligan restore")
         self._jobs: list[Future[None]] = []
+        self.folders: set[Path] = set()  # found to be real folders inside the root (`_inside`)
 
     def __call__(self, path: Path) -> None:
         self._jobs.append(self._pool.submit(_discard, path))
@@ -180,7 +186,7 @@ def put(store: Store, root: Path, rel: str, want: FileFacts, seen: FileFacts | N
         gone: Discards) -> bool:
     """Put `want` at `rel` where the plan saw `seen`; False (and the path as it is) when
     something else is there now. What was there goes to `gone` once checked."""
-    target = _inside(root, rel)
+    target = _inside(root, rel, gone.folders)
     kind, mode, _, _, value = want
     if kind == "dir" and seen is not None and seen[0] == "dir":
         os.chmod(target, mode)  # only its mode differs
@@ -231,7 +237,7 @@ def remove(store: Store, root: Path, rel: str, seen: FileFacts | None,
            gone: Discards) -> bool:
     """Remove `rel`, which the plan saw holding `seen`; False when it holds something else.
     A file goes to `gone` once checked."""
-    target = _inside(root, rel)
+    target = _inside(root, rel, gone.folders)
     if seen is None:
         return True
     if seen[0] == "dir":
