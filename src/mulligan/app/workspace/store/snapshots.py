@@ -46,7 +46,7 @@ from typing import Any
 import orjson
 
 from mulligan.app.workspace.monitor import Monitor, still
-from mulligan.app.workspace.store import statindex
+from mulligan.app.workspace.store import manifests, statindex
 from mulligan.app.workspace.store.blobs import Objects, write_atomic
 from mulligan.app.workspace.store.collect import collect
 from mulligan.app.workspace.store.journal import Journal
@@ -124,7 +124,9 @@ def changed_paths(before: dict[str, FileFacts], after: dict[str, FileFacts]) -> 
     alone are not a change), sorted."""
     # Equal facts first (one C-level compare, most paths of two snapshots of one folder):
     # only the paths whose facts differ are compared by content.
-    differ = [p for p, entry in after.items() if before.get(p) != entry]
+    # (Two manifests a Store read one after the other share their unchanged facts: `is`.)
+    differ = [p for p, entry in after.items()
+              if (was := before.get(p)) is not entry and was != entry]
     differ.extend(before.keys() - after.keys())
     return sorted(p for p in differ if _content(before.get(p)) != _content(after.get(p)))
 
@@ -167,6 +169,7 @@ class Store:
         # The manifest last written or loaded for each folder: its files are the delta bases
         # of the next snapshot's changed files, and it the base of the next manifest.
         self._last: dict[str, Manifest] = {}
+        self._decoded: manifests.Decoded | None = None  # the manifest last loaded, decoded
         # The stat index of each folder's last walk here (`statindex`), and when it was last
         # written to disk: with a monitor, walks follow changes closely, and the disk copy
         # (for the next process) is written at most every SAVE_EVERY seconds and at `flush`.
@@ -258,11 +261,7 @@ class Store:
         when that is small (`into`: not written, its stored form appended there, see
         `Objects.put`). One path a line, so a delta by lines copies every path that did not
         change."""
-        body = orjson.dumps({"version": 1, "root": str(root), "files": files,
-                             "skipped": skipped, "ignored": ignored})
-        # '],"' is only ever the end of one path's facts and the start of the next key: a
-        # quote inside a JSON string is escaped, so this adds whitespace between tokens only.
-        body = body.replace(b'],"', b'],\n"')
+        body = manifests.encode(root, files, skipped, ignored)
         self.manifests.put(tree_id, body, base=base, along=along, into=into)
 
     def _bases(self, root: Path, tree_id: object) -> _Bases:
@@ -275,15 +274,16 @@ class Store:
         ValueError when it is not an id at all."""
         check_id(tree_id)
         try:
-            data = orjson.loads(self.manifests.read(tree_id))
+            data = self.manifests.read(tree_id)
         except FileNotFoundError:
             if self.shared is not None and self.shared.fetch(tree_id):
                 return self.load(tree_id)
             raise FileNotFoundError(2, f"no snapshot {tree_id} in the store (was it freed by "
                                        "mulligan gc?)", str(self.root)) from None
-        listed = data["files"]
-        files = dict(zip(listed, map(tuple, listed.values()), strict=True))  # in C: 3.5 -> 1 ms
-        return Manifest(tree_id, files, data.get("skipped", {}), data.get("ignored", []))
+        # The lines the manifest read before has too are not decoded again (`manifests`).
+        decoded = manifests.decode(data, self._decoded)
+        self._decoded = decoded
+        return Manifest(tree_id, decoded.files, decoded.skipped, decoded.ignored)
 
     def tree_ids(self) -> list[str]:
         folder = self.root / "trees"

@@ -1,0 +1,131 @@
+"""Reading a manifest's JSON fast when another snapshot of the same folder was read just before
+(a restore reads two: where the session is, and where it goes back to).
+
+In: a manifest's bytes (already checked against their hash by `blobs.Objects.read`) and the
+`Decoded` form of the manifest read before, if any. Out: `Decoded` -- files (path ->
+`FileFacts`), skipped, ignored -- and its table of lines for the next read.
+
+`encode` writes one path a line: '],"' (the end of one path's facts and the start of the
+next path) gets a newline. A manifest that parses at all has no other newline (a JSON string
+holds no raw newline, so one put inside a string by that rule made the whole unreadable:
+`encode` now writes such a manifest on one line), so each line but the first and the last
+(which hold the header and the trailer too) is exactly one path and its facts. Two
+snapshots of a folder share most lines byte for byte: a line already decoded is not decoded
+again, and its facts are the same tuple (comparing two manifests' facts is then mostly an
+identity check). Only the lines that differ, and the first and the last, go through orjson.
+
+Never: a result other than decoding the whole JSON would give. A line is reused only when
+its bytes equal a line that was one path of a manifest decoded before; each new line must
+parse on its own as exactly one path; anything else (an older one-line manifest, a crafted
+layout, many new lines) is decoded whole, as before.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from itertools import compress, islice
+from operator import not_
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+if TYPE_CHECKING:
+    from mulligan.app.workspace.store.snapshots import FileFacts
+
+__all__ = ["Decoded", "decode", "encode"]
+
+_MOST_NEW = 1024  # lines not seen before, at most, read one by one (else the whole is read)
+
+
+@dataclass
+class Decoded:
+    files: dict[str, FileFacts]
+    skipped: dict[str, str]
+    ignored: list[str]
+    lines: list[bytes] | None = None  # one path a line (else None): its lines
+    known: dict[str, FileFacts] | None = None  # `files` as decoded (the caller's may change)
+    _table: dict[bytes, str] | None = None
+
+    def table(self) -> dict[bytes, str] | None:
+        """Each middle line -> its path; made when a second manifest is read, not before."""
+        if self._table is None and self.lines is not None and self.known is not None:
+            self._table = dict(zip(self.lines[1:-1], islice(self.known, 1, len(self.known) - 1),
+                                   strict=True))
+        return self._table
+
+
+def encode(root: object, files: dict[str, FileFacts], skipped: dict[str, str],
+           ignored: list[str]) -> bytes:
+    """A manifest's JSON, one path a line: a newline after each '],"' -- the end of one
+    path's facts and the start of the next path -- so that a delta by lines copies every
+    path that did not change. A path or link target that itself ends in '],' would take a
+    newline inside its string (no JSON): then the manifest is one line, as an old store's."""
+    body = orjson.dumps({"version": 1, "root": str(root), "files": files,
+                         "skipped": skipped, "ignored": ignored})
+    lines = body.replace(b'],"', b'],\n"')
+    return lines if lines.count(b"\n") == max(len(files) - 1, 0) else body
+
+
+def decode(data: bytes, before: Decoded | None = None) -> Decoded:
+    """The manifest in `data`, reusing what `before` decoded where lines are equal.
+    ValueError (orjson's) when `data` is not a manifest's JSON."""
+    lines = data.split(b"\n")
+    if before is not None and before.lines is not None and len(lines) >= 3:
+        found = _by_lines(lines, before)
+        if found is not None:
+            return found
+    return _whole(data, lines)
+
+
+def _whole(data: bytes, lines: list[bytes]) -> Decoded:
+    parsed = orjson.loads(data)
+    listed = parsed["files"]
+    files = dict(zip(listed, map(tuple, listed.values()), strict=True))  # in C
+    if len(lines) >= 3 and len(lines) == len(files):  # one path a line (see the docstring)
+        return Decoded(files, parsed.get("skipped", {}), parsed.get("ignored", []), lines,
+                       dict(files))
+    return Decoded(files, parsed.get("skipped", {}), parsed.get("ignored", []))
+
+
+def _by_lines(lines: list[bytes], before: Decoded) -> Decoded | None:
+    """The manifest from its lines, the lines `before` had taken from it; None when the
+    layout is not one path a line, or too many lines are new."""
+    table, known = before.table(), before.known
+    assert table is not None and known is not None
+    first, last = lines[0], lines[-1]
+    middle = lines[1:-1]
+    if not first.endswith(b"],") or not last.startswith(b'"'):
+        return None
+    try:
+        ends: Any = orjson.loads(first + last)  # the header, the first path, the last, the rest
+    except orjson.JSONDecodeError:
+        return None
+    if not isinstance(ends, dict) or not isinstance(ends.get("files"), dict) or \
+            len(ends["files"]) != 2:
+        return None
+    paths = list(map(table.get, middle))
+    new = list(compress(middle, map(not_, paths)))  # in C
+    if len(new) > _MOST_NEW:
+        return None
+    fresh: dict[bytes, tuple[str, FileFacts]] = {}
+    for line in new:
+        try:
+            one = orjson.loads(b"{" + line[:-1] + b"}") if line.endswith(b",") else None
+        except orjson.JSONDecodeError:
+            return None
+        if not isinstance(one, dict) or len(one) != 1:
+            return None
+        [(path, facts)] = one.items()
+        fresh[line] = (path, tuple(facts))
+    (head_path, head_facts), (tail_path, tail_facts) = ends["files"].items()
+    files: dict[str, FileFacts] = {head_path: tuple(head_facts)}
+    for line, path in zip(middle, paths, strict=True):
+        if not path:
+            path, facts = fresh[line]
+            files[path] = facts
+        else:
+            files[path] = known[path]
+    files[tail_path] = tuple(tail_facts)
+    if len(files) != len(lines):  # a path twice: read whole, as orjson reads it
+        return None
+    return Decoded(files, ends.get("skipped", {}), ends.get("ignored", []), lines, dict(files))
