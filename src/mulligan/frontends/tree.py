@@ -16,9 +16,7 @@ from typing import Any
 from mulligan.brief import cut, flat, message_line
 from mulligan.session.branches import (
     all_labels,
-    children_of,
     message_leaves,
-    parents_of,
     path_ids,
     subtree_ids,
 )
@@ -66,18 +64,39 @@ def render_tree(
     width = max(width, 20)
     if not entries:
         return ["(empty session: nothing has been said yet)"]
-    up = parents_of(entries)  # once, for the children and the path
-    children = children_of(entries, up)
     by_id = {entry["id"]: entry for entry in entries}
+    # One pass over the entries for what `parents_of` and `children_of` give, the label lines
+    # (not drawn), the entries a damaged file leaves without a way up (marked where they are
+    # drawn) and the few that `all_labels` reads: at 100k entries each pass over them is
+    # memory-bound (their dicts are spread over some 600 MB), so passes cost more than the
+    # Python in them (issue 29).
+    up: dict[str, str | None] = {}
+    children: dict[str | None, list[str]] = {}
+    hidden: set[str] = set()
+    damage: dict[str, str] = {}
+    labelling: list[Mapping[str, Any]] = []
+    for entry in entries:
+        entry_id, parent, kind = entry["id"], entry.get("parent_id"), entry.get("type")
+        if isinstance(entry_id, str) and entry_id not in up:
+            up[entry_id] = parent if isinstance(parent, str) and parent in by_id else None
+        above = up.get(entry_id)
+        kids = children.get(above)
+        if kids is None:
+            children[above] = [entry_id]
+        else:
+            kids.append(entry_id)
+        if parent is not None and parent not in by_id:
+            damage[entry_id] = f" (parent {parent!r} is missing)"
+        if kind == "label":
+            hidden.add(entry_id)
+            labelling.append(entry)
+        elif entry.get("attempt") is not None:
+            labelling.append(entry)
     tip_path = path_ids(entries, tip, up)
     on_path = set(tip_path)
-    labels = all_labels(entries)
-    hidden = {e["id"] for e in entries if e.get("type") == "label"}
+    labels = all_labels(labelling)  # it reads only label entries and those of attempts
     id_width = max(map(len, by_id)) + 1
     drawn: set[str] = set()
-    # Entries a damaged file leaves without a way up: marked where they are drawn.
-    damage = {e["id"]: f" (parent {e.get('parent_id')!r} is missing)" for e in entries
-              if e.get("parent_id") is not None and e.get("parent_id") not in by_id}
     # The tip may be a label line (not drawn): then the entry it hangs under is marked.
     shown_tip = next((i for i in reversed(tip_path) if i not in hidden), None)
     lines: list[str] = []

@@ -138,7 +138,6 @@ class Table:
         table is not to be used, at the first id that is not "e" + its line number."""
         first = self.count
         parents, marks = self.parents, self.marks
-        kinds = list(map(kind_of, entries[first:]))
         for at in range(first, len(entries)):
             entry, up = entries[at], ups[at]
             if entry["id"] != f"e{at + 1}":
@@ -150,7 +149,7 @@ class Table:
             # the nearest message ancestor (`_nearest`), + 2, and the kind
             nearest = parent if parent < 0 or 0 < marks[parent] & 0xFF < 3 else (
                 marks[parent] >> 8) - 2
-            marks.append((nearest + 2) << 8 | kinds[at - first])
+            marks.append((nearest + 2) << 8 | kind_of(entry))
         # the records' CRC over all the new records at once, not record by record (`add`):
         # that was most of building the table of a 100k-line file read whole
         self.ends.extend(ends[first:len(entries)])
