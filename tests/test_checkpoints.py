@@ -165,6 +165,31 @@ def test_binary_links_modes_folders_and_odd_names_come_back_exactly(tmp_path):
     assert os.readlink(work / "outside") == "/etc"
 
 
+def test_names_and_link_targets_not_utf8_are_listed_as_skipped_and_never_touched(tmp_path):
+    """A manifest is JSON: a name (or link target) that is not UTF-8 cannot be in it. Such a
+    path is listed as skipped under its escaped name, the session goes on, and going back
+    leaves it exactly as it is while restoring the rest."""
+    c = session(tmp_path, bash("printf x > $'bad\\xff.txt' && mkdir $'d\\xfe' && "
+                               "echo y > $'d\\xfe/in.txt' && ln -s $'t\\xfe' link && "
+                               "echo ok > ok.txt"), say("done"))
+    list(c.run_prompt("make odd names"))
+    work = os.fsencode(tmp_path / "work")
+    made = sorted(os.listdir(work))
+    assert made == sorted([b"bad\xff.txt", b"d\xfe", b"link", b"ok.txt"])
+    result = next(e for e in SessionLog(c.session_file).entries()
+                  if e.get("message", {}).get("role") == "toolResult")
+    assert result["workspace"]["changed"] == ["ok.txt"]
+    after = c.checkpoints.store.load(result["workspace"]["after"])
+    assert after.skipped == {"bad\\xff.txt": "its name is not valid UTF-8: not recorded",
+                             "d\\xfe": "its name is not valid UTF-8: not recorded",
+                             "link": "a link whose target is not valid UTF-8: not recorded"}
+    done = c.back("e1", files="restore")
+    assert done.restored == ["ok.txt"]
+    assert sorted(os.listdir(work)) == sorted([b"bad\xff.txt", b"d\xfe", b"link"])
+    assert os.readlink(os.path.join(work, b"link")) == b"t\xfe"
+    assert Path(os.fsdecode(os.path.join(work, b"d\xfe", b"in.txt"))).read_bytes() == b"y\n"
+
+
 def test_ignored_files_and_the_git_folder_are_never_touched(tmp_path):
     work = tmp_path / "work"
     (work / ".git" / "info").mkdir(parents=True)

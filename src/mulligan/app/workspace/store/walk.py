@@ -18,7 +18,9 @@ says. Out: `Walk` -- iterate it for the files whose content must be read, fillin
 (the manifest's, in the walk's fixed order), `skipped`, `ignored`, `temps`; then
 `unchanged()` is the index's snapshot id when the walk found just what it describes, and
 `recorded()` what the next index holds. Never follows a link, never reads a file's
-content, never raises for one unreadable folder (it is listed in `skipped`)."""
+content, never raises for one unreadable folder (it is listed in `skipped`), never puts a
+name or link target that is not valid UTF-8 in `files` or `ignored` (a manifest is JSON:
+it is listed in `skipped`, escaped as \\xNN)."""
 
 from __future__ import annotations
 
@@ -230,6 +232,12 @@ class Walk:
             if name == ".git":
                 continue  # "ignored" by Manifest.state's own rule
             rel = prefix + name
+            if not name.isascii() and not _utf8(name):
+                # A manifest is JSON: such a name cannot be in it. Listed, never touched (a
+                # restore keeps what it does not know, and a folder holding it is not removed).
+                self.skipped[_shown(rel)] = "its name is not valid UTF-8: not recorded"
+                record.clean = False
+                continue
             if TEMP_MARK in name:
                 self.temps.append(rel)
                 record.clean = False
@@ -271,8 +279,13 @@ class Walk:
                 files[rel] = ("dir", stat.S_IMODE(mode), 0, 0, "")
                 below.append((rel, now, rules, verdicts))
             elif stat.S_ISLNK(mode):
-                files[rel] = was[1] if trusted and was is not None else (
-                    "link", 0, 0, 0, os.readlink(os.path.join(here, name)))
+                if trusted and was is not None:
+                    files[rel] = was[1]
+                elif _utf8(target := os.readlink(os.path.join(here, name))):
+                    files[rel] = ("link", 0, 0, 0, target)
+                else:
+                    self.skipped[rel] = "a link whose target is not valid UTF-8: not recorded"
+                    record.clean = False
             elif trusted and was is not None and rel not in forced:
                 files[rel] = ("file", stat.S_IMODE(mode), now[1], now[2], was[1][4])
             else:
@@ -376,6 +389,21 @@ def _stat_ahead(index: Index, rootfd: int, lstat: Callable[[str], os.stat_result
     return [at for at, (now, was) in enumerate(zip(parts[0] + parts[1],
                                                    index.keys_of(0, count), strict=True))
             if now != was], None
+
+
+def _utf8(text: str) -> bool:
+    """Whether `text` (a name as os gives it: undecodable bytes as lone surrogates) is valid
+    UTF-8, as a manifest (JSON) must hold it."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _shown(rel: str) -> str:
+    """`rel` with the bytes that are not UTF-8 written as \\xNN: how a skipped name is listed."""
+    return os.fsencode(rel).decode("utf-8", "backslashreplace")
 
 
 def _same_key(index: Index, recorded: Any, now: Key | None) -> bool:
