@@ -21,6 +21,9 @@ virtualenv's site-packages. For each, in one run, best of --runs:
   snapshot must have it;
 - first: the first snapshot into an empty store vs `git add -A && git write-tree` into a
   fresh scratch repository; target at most 1.5x;
+- a restore of 100 changed files in a generated tree of --files (first, and alone with
+  --only-restore): `sessions back --files`'s plan and apply from a cold Store against `git
+  checkout -- .` on the same synced edits, interleaved rounds (see `restore`); target 1.5x;
 - a turn with one `write` and one `bash` on a small project (examples/demo-project) through
   the Controller, with checkpoints and without (interleaved pairs, medians of the pairs'
   differences, wall and CPU time: see `turn`): the overhead against the tools' own time +
