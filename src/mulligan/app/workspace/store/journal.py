@@ -27,11 +27,11 @@ to its loose file (unless one is there and sound), dated when its record was wri
 grace counts from then), `os.sync()`, then the header gets a new
 generation (fdatasynced) and records start again at `_START`. So the journal never holds
 the only copy of anything older than its generation, and gc never frees what a record
-would bring back. Processes take turns by flock; the header is read again on every lookup,
-so a restart by another process is seen.
+would bring back. Processes take turns by flock; the header is read again for every
+lookup or `view` (an operation's several lookups), so a restart by another process is seen.
 
 In: the store's root and its `Objects` by folder letter. Out: `put` (durable), `get`, `has`,
-`names`, `restart`. Never: return before the fdatasync, grow or shrink the file, hand back
+`view`, `names`, `restart`. Never: return before the fdatasync, grow or shrink the file, hand back
 bytes from a record that does not check, rewrite a loose object that reads back sound.
 """
 
@@ -45,7 +45,7 @@ import struct
 import threading
 import time
 import weakref
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Protocol
 
@@ -152,12 +152,24 @@ class Journal:
     def get(self, letter: bytes, name: str) -> bytes | None:
         """The stored form of object `name` of folder `letter`, from a record that checked;
         None when the journal does not hold it."""
-        if not self._there():
-            return None
-        with self._locked(exclusive=False) as fd:
-            self._scan(fd, writing=False)  # a restart or new records by another process
-            found = self._index.get((letter, name))
+        found = self.view().get((letter, name))
         return found[1] if found is not None else None
+
+    def view(self) -> Mapping[Key, tuple[int, bytes]]:
+        """What the journal holds ((folder letter, name) -> (when written, stored form)),
+        brought up to the file once (the header read: a restart or new records by another
+        process): for a lookup, or an operation that looks up several objects (a chain's
+        links) without reading the header again for each. Still right however long it is
+        kept: it never loses an entry (a restart, here or seen from another process, makes
+        a new one), every form in it checked, and an object it holds stays in the store (a
+        restart writes it to its own file and syncs before the generation changes); what
+        another process adds after it was taken is not in it (an operation's objects are
+        all older than the name it starts from: stored before anything named them)."""
+        if not self._there():
+            return {}
+        with self._locked(exclusive=False) as fd:
+            self._scan(fd, writing=False)
+            return self._index
 
     def has(self, letter: bytes, name: str) -> bool:
         return self.get(letter, name) is not None
