@@ -25,10 +25,16 @@ def flat(text: Any, room: int | None = None) -> str:
     what it gives for the whole) -- a 100k-entry tree need not fold every long message."""
     if type(text) is not str:
         text = str(text)
-    if room is not None and len(text) > 2 * room + 64:
-        head = " ".join(text[:2 * room + 64].split())
-        if len(head) > room:
-            return head
+    if room is not None:
+        # The folding of a start of the text is a start of the whole one's: a start half
+        # again as long as the room is enough for most texts (splitting it into words was
+        # most of drawing a 100k-entry tree); one with more white space takes a longer one.
+        for reach in (room + room // 2 + 8, 2 * room + 64):
+            if len(text) <= reach:
+                break
+            head = " ".join(text[:reach].split())
+            if len(head) > room:
+                return head
     return " ".join(text.split())
 
 

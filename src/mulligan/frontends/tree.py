@@ -65,74 +65,54 @@ def render_tree(
     if not entries:
         return ["(empty session: nothing has been said yet)"]
     by_id = {entry["id"]: entry for entry in entries}
-    # One pass over the entries for what `parents_of` and `children_of` give, the label lines
-    # (not drawn), the entries a damaged file leaves without a way up (marked where they are
-    # drawn) and the few that `all_labels` reads: at 100k entries each pass over them is
-    # memory-bound (their dicts are spread over some 600 MB), so passes cost more than the
-    # Python in them (issue 29).
-    up: dict[str, str | None] = {}
-    children: dict[str | None, list[str]] = {}
-    hidden: set[str] = set()
-    damage: dict[str, str] = {}
-    labelling: list[Mapping[str, Any]] = []
-    for entry in entries:
-        entry_id, parent, kind = entry["id"], entry.get("parent_id"), entry.get("type")
-        if isinstance(entry_id, str) and entry_id not in up:
-            up[entry_id] = parent if isinstance(parent, str) and parent in by_id else None
-        above = up.get(entry_id)
-        kids = children.get(above)
-        if kids is None:
-            children[above] = [entry_id]
-        else:
-            kids.append(entry_id)
-        if parent is not None and parent not in by_id:
-            damage[entry_id] = f" (parent {parent!r} is missing)"
-        if kind == "label":
-            hidden.add(entry_id)
-            labelling.append(entry)
-        elif entry.get("attempt") is not None:
-            labelling.append(entry)
+    up, children, damage, hidden, labelling = _links(entries, by_id)
     tip_path = path_ids(entries, tip, up)
     on_path = set(tip_path)
     labels = all_labels(labelling)  # it reads only label entries and those of attempts
-    id_width = max(map(len, by_id)) + 1
+    visible = _visible(children, hidden)
+    pad = max(map(len, by_id)) + 2  # the id column, padded, and a space
     drawn: set[str] = set()
     # The tip may be a label line (not drawn): then the entry it hangs under is marked.
     shown_tip = next((i for i in reversed(tip_path) if i not in hidden), None)
+    # the entries whose line carries a mark other than ✎ (a circle's are added as found)
+    marked = {*labels, *damage, shown_tip}
     lines: list[str] = []
 
-    def visible_children(entry_id: str | None) -> list[str]:
-        # A hidden entry (a label line) passes its children up to its parent.
-        kids = children.get(entry_id)
-        if kids is not None and len(kids) == 1 and kids[0] not in hidden:
-            return kids  # most entries: one child, drawn (the walk below gives the same)
-        found: list[str] = []
-        stack, seen = list(reversed(children.get(entry_id, []))), set()
-        while stack:
-            child = stack.pop()
-            if child in seen:  # a circle of label lines
-                continue
-            seen.add(child)
-            if child in hidden:
-                stack.extend(reversed(children.get(child, [])))
-            else:
-                found.append(child)
-        return found
-
-    def line(prefix: str, entry_id: str) -> str:
-        drawn.add(entry_id)
+    def tag_of(entry_id: str, entry: Mapping[str, Any]) -> str:
         tag = f" [{labels[entry_id]}]" if entry_id in labels else ""
         if entry_id in damage:
             tag += damage[entry_id]
-        entry = by_id[entry_id]
         changed = entry.get("workspace")
         if changed and isinstance(changed, Mapping) and changed.get("changed"):
             tag += f" ✎{len(changed['changed'])}"  # this entry changed files
         if entry_id == shown_tip:
             tag += TIP_MARK
-        head = f"{prefix}{entry_id:<{id_width}} "
-        room = width - len(head) - len(tag)
-        return head + cut(describe(entry, room if room > 1 else 1), room) + tag
+        return tag
+
+    def chain(current: str, prefix: str, rest: str) -> Sequence[str]:
+        # `current` and the chain of single children below it not drawn yet (most entries),
+        # the first line behind `prefix`, the others behind `rest`: each line is
+        # `prefix`, the id padded, the entry's words cut to the room left, its marks. This
+        # is the loop every drawn entry goes through: its work per entry is kept to what the
+        # line needs. Returns the visible children of the chain's last entry.
+        append, add, kids_of = lines.append, drawn.add, visible.get
+        room_left = width - len(prefix) - pad
+        while True:
+            add(current)
+            entry = by_id[current]
+            if current in marked or entry.get("workspace"):
+                tag = tag_of(current, entry)
+                room = room_left - len(tag)
+            else:
+                tag, room = "", room_left
+            append(prefix + current.ljust(pad) + cut(describe(entry, room if room > 1 else 1),
+                                                     room) + tag)
+            kids = kids_of(current, ())
+            if len(kids) != 1 or kids[0] in drawn:
+                return kids
+            current = kids[0]
+            if prefix is not rest:
+                prefix, room_left = rest, width - len(rest) - pad
 
     def folded(prefix: str, root: str) -> str:
         ids = [i for i in subtree_ids(children, root) if i not in hidden]
@@ -161,14 +141,8 @@ def render_tree(
                 if current is None or current in drawn:
                     frames.pop()
                     continue
-                lines.append(line(frame.prefix, current))
+                kids = chain(current, frame.prefix, frame.rest)
                 frame.prefix = frame.rest
-                kids = visible_children(current)
-                # most entries: one child, not drawn yet -- drawn here, the chain's prefix
-                while len(kids) == 1 and kids[0] not in drawn:
-                    current = kids[0]
-                    lines.append(line(frame.prefix, current))
-                    kids = visible_children(current)
                 if not kids:
                     frames.pop()
                     continue
@@ -186,7 +160,7 @@ def render_tree(
             else:
                 frames.append(_Frame(side, frame.rest + "├─ ", frame.rest + "│  "))
 
-    roots = visible_children(None)
+    roots = visible.get(None, ())
     main_root = next((r for r in roots if r in on_path), roots[-1] if roots else None)
     for root in roots:
         if root == main_root:
@@ -199,11 +173,77 @@ def render_tree(
         walk(main_root, "", "")
     # What no root leads to is in a circle of parents: drawn too, each part from its first
     # line, so that the diagnostic shows every entry (`sessions tree` then exits 1).
-    for entry in entries:
-        if entry["id"] not in drawn and entry["id"] not in hidden:
-            damage[entry["id"]] = " (in a circle of parents)"
-            walk(entry["id"], "⟳ ", "│  ")
+    if len(drawn) + len(hidden) < len(by_id):
+        for entry in entries:
+            if entry["id"] not in drawn and entry["id"] not in hidden:
+                damage[entry["id"]] = " (in a circle of parents)"
+                marked.add(entry["id"])
+                walk(entry["id"], "⟳ ", "│  ")
     return lines
+
+
+def _links(entries: Sequence[Mapping[str, Any]], by_id: Mapping[str, Any]) -> tuple[
+        dict[str, str | None], dict[str | None, list[str]], dict[str, str], set[str],
+        list[Mapping[str, Any]]]:
+    """In one pass over the entries: what `parents_of` and `children_of` give (each id's
+    parent where it is an entry, each id's children in file order, the roots and orphans
+    under None), the marks of entries whose parent is missing, the label lines (not drawn)
+    and the few entries `all_labels` reads. At 100k entries each pass over them is
+    memory-bound (their dicts are spread over some 600 MB), so passes cost more than the
+    Python in them (issue 29)."""
+    up: dict[str, str | None] = {}
+    children: dict[str | None, list[str]] = {}
+    hidden: set[str] = set()
+    damage: dict[str, str] = {}
+    labelling: list[Mapping[str, Any]] = []
+    for entry in entries:
+        entry_id, parent = entry["id"], entry.get("parent_id")
+        if entry_id in up:  # a duplicate id: it hangs where the first one does
+            above = up[entry_id]
+        elif isinstance(entry_id, str):
+            above = up[entry_id] = parent if isinstance(parent, str) and parent in by_id \
+                else None
+        else:
+            above = None
+        kids = children.get(above)
+        if kids is None:
+            children[above] = [entry_id]
+        else:
+            kids.append(entry_id)
+        if parent is not None and parent is not above and parent not in by_id:
+            damage[entry_id] = f" (parent {parent!r} is missing)"
+        kind = entry.get("type")
+        if kind == "label":
+            hidden.add(entry_id)
+            labelling.append(entry)
+        elif entry.get("attempt") is not None:
+            labelling.append(entry)
+    return up, children, damage, hidden, labelling
+
+
+def _visible(children: dict[str | None, list[str]], hidden: set[str]
+             ) -> dict[str | None, list[str]]:
+    """Each entry's children as drawn: a hidden entry (a label line) passes its children up
+    to its parent. Only the lists holding a hidden entry differ from `children`."""
+    if not hidden:
+        return children
+    visible = dict(children)
+    for parent, kids in children.items():
+        if hidden.isdisjoint(kids):
+            continue
+        found: list[str] = []
+        stack, seen = list(reversed(kids)), set()
+        while stack:
+            child = stack.pop()
+            if child in seen:  # a circle of label lines
+                continue
+            seen.add(child)
+            if child in hidden:
+                stack.extend(reversed(children.get(child, [])))
+            else:
+                found.append(child)
+        visible[parent] = found
+    return visible
 
 
 class _Frame:

@@ -108,8 +108,8 @@ def _tree(args: argparse.Namespace, out: TextIO) -> int:
     if file is None:
         log.branch(leaf)  # a database session: the walk is the check
         return 0
-    # the lines drawn, and the table their read built, not made again
-    report = maintenance.check(file, entries=entries, table=log.table())
+    # the lines drawn, and the table their read built, not made again; only the problems
+    report = maintenance.check(file, entries=entries, table=log.table(), count=False)
     if report.problems:
         out.flush()
         for problem in report.problems[:10]:

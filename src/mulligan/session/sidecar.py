@@ -67,6 +67,18 @@ def kind_of(entry: Mapping[str, Any]) -> int:
     return KINDS.get(kind, 0) if isinstance(kind, str) else 0
 
 
+def number_of(entry_id: object, count: int) -> int | None:
+    """The line number (from 1) that `entry_id` is the id of in a tabled file of `count`
+    lines -- every id there is "e" + its line number -- or None when it is no id there."""
+    if type(entry_id) is not str or entry_id[:1] != "e":
+        return None
+    digits = entry_id[1:]
+    if not (digits.isascii() and digits.isdigit()) or digits[:1] == "0":
+        return None
+    number = int(digits)
+    return number if number <= count else None
+
+
 def line_hash(line: bytes) -> bytes:
     return hashlib.blake2b(line, digest_size=8).digest()
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
@@ -56,7 +56,7 @@ class CheckReport:
 
 def check(file: str | os.PathLike[str], *,
           entries: Sequence[Entry] | None = None,
-          table: sidecar.Table | None = None) -> CheckReport:
+          table: sidecar.Table | None = None, count: bool = True) -> CheckReport:
     """Read all of `file` and report every problem: lines that are not JSON objects, entries
     without a string id, duplicate ids, ids that are not "e" + their line number, entries
     without a parent_id key, missing parents, circles, message entries whose message lacks the
@@ -67,7 +67,12 @@ def check(file: str | os.PathLike[str], *,
     when the file still has exactly that many lines, ending with that last entry; `table`,
     with them: the line table that same read built (`SessionLog.table()`), used instead of
     building it again -- and, while the file is as that read saw it (the table's device,
-    inode, size and times; its last line that last entry), instead of reading it again."""
+    inode, size and times; its last line that last entry), instead of reading it again.
+    A table is built only for a file whose every id is "e" + its line number
+    (`sidecar.build` refuses any other), so with it no line can be a duplicate, a bare message
+    or a misnumbered id, and the ids are not compared again. `count` False: the problems
+    and the tip only, the counts (entries, branches, went_back) left at 0 -- for a caller
+    that wants just the problems (`sessions tree`)."""
     name = os.fspath(file)
     report = CheckReport(name)
     seen = _as_read(name, entries, table) if entries is not None and table is not None \
@@ -94,8 +99,9 @@ def check(file: str | os.PathLike[str], *,
     bare: list[int] = []
     unreadable = 0  # lines before this one that are not entries: ids after them shift
     read = _as_numbered(entries, ends) if table is not None else None
+    lines: Mapping[str, int] = line_of  # each id's line, for the parents' and labels' checks
     if read is not None:  # what the loop below would find, found at once
-        found, line_of = read
+        found, lines = read
         last_id = found[-1][1]["id"] if found else None
     view, loads, start = memoryview(data), orjson.loads, 0
     for number, end in enumerate(ends if read is None else (), 1):
@@ -154,16 +160,17 @@ def check(file: str | os.PathLike[str], *,
     elif torn:
         problems.append(f"line {len(ends) + 1}: torn write: the last line has no newline "
                         f"({len(torn)} bytes); `mulligan session repair` sets it aside")
-    report.entries = len(found)
-    # from the line table's kinds when the entries are the table's lines: one pass fewer
-    # over 100k entries' dicts, which is memory-bound
-    branch = sidecar.KINDS["branch"]
-    report.went_back = sum(1 for mark in table.marks if mark & 0xFF == branch) \
-        if read is not None and table is not None else \
-        sum(1 for _, entry in found if entry.get("type") == "branch")
     report.tip = last_id
+    if count:
+        report.entries = len(found)
+        # from the line table's kinds when the entries are the table's lines: one pass fewer
+        # over 100k entries' dicts, which is memory-bound
+        branch = sidecar.KINDS["branch"]
+        report.went_back = sum(1 for mark in table.marks if mark & 0xFF == branch) \
+            if read is not None and table is not None else \
+            sum(1 for _, entry in found if entry.get("type") == "branch")
     # with the table, whose every parent is found on an earlier line: no parent problem
-    problems.extend(_tree_problems(found, line_of, parents_found=table is not None and (
+    problems.extend(_tree_problems(found, lines, parents_found=table is not None and (
         sidecar.UNRESOLVED not in table.parents)))
     problems.sort(key=_first_line)  # in file order, for a person going down the file
     # "branches" means what `mulligan sessions ls` means by it: the attempts the file holds;
@@ -176,9 +183,10 @@ def check(file: str | os.PathLike[str], *,
         report.index, wrong = _index_state(name, size, table)
         if wrong:
             problems.append(wrong)
-    attempts = table.attempts() if table is not None else None
-    report.branches = attempts if attempts is not None else len(
-        message_leaves([entry for _, entry in found]))
+    if count:
+        attempts = table.attempts() if table is not None else None
+        report.branches = attempts if attempts is not None else len(
+            message_leaves([entry for _, entry in found]))
     return report
 
 
@@ -221,19 +229,39 @@ def _as_read(name: str, entries: Sequence[Entry], table: sidecar.Table
 
 
 def _as_numbered(entries: Sequence[Entry] | None, ends: list[int]
-                 ) -> tuple[list[tuple[int, dict[str, Any]]], dict[str, int]] | None:
+                 ) -> tuple[list[tuple[int, dict[str, Any]]], Mapping[str, int]] | None:
     """(found, line_of) as the line-by-line loop of `check` makes them, for a full read's
-    `entries` (every one a dict with a string id, which the read checked) of a file with
-    one line each: when every id is "e" + its line number, no line can be a duplicate, a
-    bare message or a misnumbered id, so that loop would name nothing. None otherwise."""
+    `entries` of a file with one line each whose line table that read built: every id is
+    "e" + its line number (a table is built for no other file), so that loop would name
+    nothing and each id's line is its number (`Numbered`, not a dict of 100k ids). None when
+    the entries are not one a line."""
     if entries is None or len(entries) != len(ends):
         return None
-    ids = [entry["id"] if type(entry) is dict else None for entry in entries]
-    if ids != [f"e{number}" for number in range(1, len(ids) + 1)]:  # a None never is
-        return None
     dicts = cast(Sequence[dict[str, Any]], entries)
-    return (list(zip(range(1, len(ids) + 1), dicts, strict=True)),
-            dict(zip(ids, range(1, len(ids) + 1), strict=True)))
+    return list(zip(range(1, len(dicts) + 1), dicts, strict=True)), Numbered(len(dicts))
+
+
+class Numbered(Mapping[str, int]):
+    """The line of each id of a file of `count` lines whose ids are "e" + their line number,
+    worked out from the id (`sidecar.number_of`) instead of held."""
+
+    def __init__(self, count: int) -> None:
+        self.count = count
+
+    def __getitem__(self, entry_id: str) -> int:
+        number = sidecar.number_of(entry_id, self.count)
+        if number is None:
+            raise KeyError(entry_id)
+        return number
+
+    def __contains__(self, entry_id: object) -> bool:
+        return sidecar.number_of(entry_id, self.count) is not None
+
+    def __iter__(self) -> Iterator[str]:
+        return (f"e{number}" for number in range(1, self.count + 1))
+
+    def __len__(self) -> int:
+        return self.count
 
 
 def _still(entries: Sequence[Entry], data: bytes, ends: list[int], torn: bytes) -> bool:
@@ -300,15 +328,19 @@ def _first_line(problem: str) -> int:
 
 
 def _tree_problems(entries: list[tuple[int, dict[str, Any]]],
-                   line_of: dict[str, int], *, parents_found: bool = False) -> Iterable[str]:
+                   line_of: Mapping[str, int], *, parents_found: bool = False) -> Iterable[str]:
     """Problems with parents: each cause once (not once per entry below it). With
     `parents_found` (a line table found every entry's parent key, and each non-null parent on
     an earlier line), only the messages' shapes and the labels' targets are looked at."""
-    if parents_found:
+    if parents_found:  # the loop every entry goes through: a message's shape looked at inline
         for number, entry in entries:
-            problem = _content_problem(number, entry, line_of)
-            if problem is not None:
-                yield problem
+            kind = entry.get("type")
+            if kind == "message" and shape_problem(entry.get("message")) is None:
+                continue
+            if kind == "message" or kind == "label":
+                problem = _content_problem(number, entry, line_of)
+                if problem is not None:
+                    yield problem
         return
     if entries and not any("parent_id" in entry for _, entry in entries):
         yield (f"lines 1-{entries[-1][0]}: no entry has a parent_id key: a file from before "
@@ -335,7 +367,7 @@ def _tree_problems(entries: list[tuple[int, dict[str, Any]]],
         yield from _circles(parent, line_of)
 
 
-def _content_problem(number: int, entry: dict[str, Any], line_of: dict[str, int]) -> str | None:
+def _content_problem(number: int, entry: dict[str, Any], line_of: Mapping[str, int]) -> str | None:
     """A message entry's message without the wire shape, or a label whose target is in no
     entry: the problem in words, or None."""
     kind = entry.get("type")
@@ -351,7 +383,7 @@ def _content_problem(number: int, entry: dict[str, Any], line_of: dict[str, int]
     return None
 
 
-def _circles(parent: dict[str, str], line_of: dict[str, int]) -> Iterable[str]:
+def _circles(parent: dict[str, str], line_of: Mapping[str, int]) -> Iterable[str]:
     """Each circle of parents once, listed from the entry nearest the top of the file."""
     done: set[str] = set()
     for start in parent:
