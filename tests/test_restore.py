@@ -210,6 +210,30 @@ def test_a_file_created_between_plan_and_apply_where_the_restore_creates_one_is_
     assert (work / "gone.txt").read_text() == "new by the user\n" and done.kept == ["gone.txt"]
 
 
+def test_what_a_killed_restore_with_this_process_id_left_after_the_plan_is_replaced(tmp_path):
+    # A temporary name is not looked for before each creation (one lstat a path): one
+    # already there (a killed restore of a process that had this id) is removed and made
+    # again, for a file, a link and a folder alike.
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "a.txt").write_text("the agent's before\n")
+    (work / "ln").symlink_to("a.txt")
+    (work / "d").write_text("a file, then a folder\n")
+    c = session(tmp_path, bash("echo after > a.txt && rm ln d && mkdir ln d"), say("ok"))
+    list(c.run_prompt("change"))
+    assert c.checkpoints is not None and c.log is not None
+    chosen = back_plan(c.log, c.checkpoints, "e1")
+    assert chosen is not None and chosen.files == ["a.txt", "d", "ln"]
+    for name in ("a.txt", "ln", "d"):
+        (work / f".{name}.mulligan-restore-{os.getpid()}").write_text("left by a kill\n")
+    done = apply(c.checkpoints.store, work, chosen)
+    assert done.restored == ["a.txt", "d", "ln"]
+    assert (work / "a.txt").read_text() == "the agent's before\n"
+    assert os.readlink(work / "ln") == "a.txt"
+    assert (work / "d").read_text() == "a file, then a folder\n"
+    assert not list(work.rglob("*mulligan-restore*"))
+
+
 # ---- swaps and links --------------------------------------------------------------------
 
 def test_a_folder_replaced_by_a_file_and_a_file_by_a_folder_both_come_back(tmp_path):

@@ -21,18 +21,21 @@ import errno
 import hashlib
 import os
 import stat
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
+from typing import TypeVar
 
+from mulligan.app.workspace.store.reading import read_all
 from mulligan.app.workspace.store.snapshots import TEMP_MARK, FileFacts, Store, Unsafe
+from mulligan.session.stores.storage import write_all
 
 __all__ = ["OTHER", "Discards", "probe", "put", "readable", "remove", "same", "sweep"]
 
 OTHER: FileFacts = ("other", 0, 0, 0, "")  # a pipe, socket or device: never replaced
 
 
-def probe(store: Store | None, path: Path, added: list[str] | None = None
+def probe(store: Store | None, path: Path | str, added: list[str] | None = None
           ) -> FileFacts | None:
     """What `path` holds now, read whatever ignore rules and size caps say; a file's
     content is kept in `store` (the safety copy; `added` gets the hash of a copy it did
@@ -49,8 +52,7 @@ def probe(store: Store | None, path: Path, added: list[str] | None = None
         return ("dir", stat.S_IMODE(mode), 0, 0, "")
     if not stat.S_ISREG(mode):
         return OTHER
-    with open(path, "rb") as handle:
-        data = handle.read()
+    data = read_all(path, info.st_size, follow=False)  # a link now: not followed (ELOOP)
     digest = hashlib.blake2b(data, digest_size=20).hexdigest()
     if store is not None and not store.has_blob(digest):
         store.keep(data, durable=False)
@@ -83,10 +85,12 @@ def readable(store: Store, wanted: Iterable[tuple[str, FileFacts | None]]) -> No
 
 
 _NOREPLACE, _EXCHANGE = 1, 2
+_BATCH = 8  # removals handed to a worker thread at once (`Discards`)
+_T = TypeVar("_T")
 _libc = ctypes.CDLL(None, use_errno=True)
 
 
-def _rename2(source: Path, target: Path, flags: int) -> None:
+def _rename2(source: str, target: str, flags: int) -> None:
     """renameat2(2): one atomic rename that refuses to replace (NOREPLACE) or swaps the two
     paths (EXCHANGE). OSError as the system says; EINVAL where the filesystem has neither."""
     if _libc.renameat2(-100, os.fsencode(source), -100, os.fsencode(target), flags) != 0:
@@ -94,30 +98,49 @@ def _rename2(source: Path, target: Path, flags: int) -> None:
         raise OSError(code, os.strerror(code), str(target))
 
 
-def _inside(root: Path, rel: str, known: set[Path]) -> Path:
-    """`root / rel`, refusing a path whose folders are not real folders inside `root` (a
+def _inside(root: str, rel: str, known: set[str]) -> str:
+    """`root`/`rel`, refusing a path whose folders are not real folders inside `root` (a
     link would carry the write outside). `known`: the folders this restore found so
     already (a realpath is a dozen syscalls; the restore itself never turns a folder into
     a link while it has paths to change inside it: those go first, deepest first)."""
-    target = root / rel
-    parent = target.parent
+    target = os.path.join(root, rel)
+    parent = os.path.dirname(target)
     if parent in known:
         return target
-    if os.path.realpath(parent) != str(parent) or not parent.is_relative_to(root):
+    if os.path.realpath(parent) != parent or \
+            not (parent == root or parent.startswith(root.rstrip("/") + "/")):
         raise Unsafe(f"{rel}: its folder is a link or lies outside {root}; not restored")
     known.add(parent)
     return target
 
 
-def _temp(target: Path) -> Path:
-    temp = target.with_name(f".{target.name}{TEMP_MARK}{os.getpid()}")
+def _temp(target: str) -> str:
+    """The temporary name beside `target` (this process's), nothing there."""
+    temp = _temp_name(target)
     _discard(temp)
     return temp
 
 
-def _discard(path: Path) -> None:
+def _temp_name(target: str) -> str:
+    folder, name = os.path.split(target)
+    return os.path.join(folder, f".{name}{TEMP_MARK}{os.getpid()}")
+
+
+def _made(temp: str, make: Callable[[], _T]) -> _T:
+    """`make()`, which creates `temp` and fails when something is there already: what a
+    killed restore of a process with this id left is removed first (not looked for before
+    every creation: one lstat a path)."""
     try:
-        if stat.S_ISDIR(os.lstat(path).st_mode):
+        return make()
+    except FileExistsError:
+        _discard(temp)
+        return make()
+
+
+def _discard(path: Path | str, kind: str | None = None) -> None:
+    """Remove `path` (`kind` "dir" or another kind when known: no lstat to tell)."""
+    try:
+        if kind == "dir" or (kind is None and stat.S_ISDIR(os.lstat(path).st_mode)):
             os.rmdir(path)
         else:
             os.unlink(path)
@@ -145,21 +168,33 @@ class Discards:
     """Removes, on worker threads, what `put` and `remove` swapped out once it was checked
     to be what the plan saw (a copy is in the store): on this kind of disk each unlink of a
     file that was on disk waits 0.2-3 ms for the filesystem's journal, one at a time, and
-    the waits overlap the next paths' work and each other instead. Every removal is done
-    (or has failed, raised here) when the `with` block ends; a folder is compared only once
-    the removals inside it are done (`settle`). A kill meanwhile leaves temporary names,
-    which the next restore removes (`sweep`), as it did before."""
+    the waits overlap the next paths' work and each other instead. They go to the threads
+    `_BATCH` at a time (a hand-off per path cost as much as a quiet unlink, and woke a
+    thread that then waited for the interpreter's lock). Every removal is done (or has
+    failed, raised here) when the `with` block ends; a folder is compared only once the
+    removals inside it are done (`settle`). A kill meanwhile leaves temporary names, which
+    the next restore removes (`sweep`), as it did before."""
 
     def __init__(self) -> None:
         self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="mulligan restore")
         self._jobs: list[Future[None]] = []
-        self.folders: set[Path] = set()  # found to be real folders inside the root (`_inside`)
+        self._batch: list[tuple[str, str]] = []
+        self.folders: set[str] = set()  # found to be real folders inside the root (`_inside`)
 
-    def __call__(self, path: Path) -> None:
-        self._jobs.append(self._pool.submit(_discard, path))
+    def __call__(self, path: str, kind: str) -> None:
+        """Remove `path`, a `kind` ("dir": an empty folder) checked by the caller."""
+        self._batch.append((path, kind))
+        if len(self._batch) >= _BATCH:
+            self._send()
+
+    def _send(self) -> None:
+        batch, self._batch = self._batch, []
+        if batch:
+            self._jobs.append(self._pool.submit(_discard_all, batch))
 
     def settle(self) -> None:
         """Wait for every removal so far; the first that failed raises."""
+        self._send()
         jobs, self._jobs = self._jobs, []
         for job in jobs:
             job.result()
@@ -174,7 +209,19 @@ class Discards:
             self._pool.shutdown(wait=True)
 
 
-def _matches(path: Path, seen: FileFacts | None) -> bool:
+def _discard_all(batch: list[tuple[str, str]]) -> None:
+    """`_discard` each; the first failure raises once all were tried."""
+    failed: OSError | None = None
+    for path, kind in batch:
+        try:
+            _discard(path, kind)
+        except OSError as exc:
+            failed = failed or exc
+    if failed is not None:
+        raise failed
+
+
+def _matches(path: str, seen: FileFacts | None) -> bool:
     """Whether `path` holds what the plan saw (a folder: and nothing in it)."""
     now = probe(None, path)
     if now is None or seen is None or now[0] != "dir":
@@ -186,7 +233,7 @@ def put(store: Store, root: Path, rel: str, want: FileFacts, seen: FileFacts | N
         gone: Discards) -> bool:
     """Put `want` at `rel` where the plan saw `seen`; False (and the path as it is) when
     something else is there now. What was there goes to `gone` once checked."""
-    target = _inside(root, rel, gone.folders)
+    target = _inside(str(root), rel, gone.folders)
     kind, mode, _, _, value = want
     if kind == "dir" and seen is not None and seen[0] == "dir":
         os.chmod(target, mode)  # only its mode differs
@@ -200,18 +247,21 @@ def put(store: Store, root: Path, rel: str, want: FileFacts, seen: FileFacts | N
         return True
     if seen is not None and seen[0] == "dir":
         gone.settle()  # what was removed inside it is gone before it is swapped out
-    temp = _temp(target)
+    temp = _temp_name(target)
     if kind == "dir":
-        os.mkdir(temp, 0o700)
+        _made(temp, lambda: os.mkdir(temp, 0o700))
         os.chmod(temp, mode)
     elif kind == "link":
-        os.symlink(value, temp)
+        _made(temp, lambda: os.symlink(value, temp))
     else:
         data = store.read_blob(value)
-        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
-        with os.fdopen(fd, "wb") as out:  # not fsynced, as git checkout: see the docstring
-            out.write(data)
-        os.chmod(temp, mode)
+        fd = _made(temp, lambda: os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL |
+                                         os.O_CLOEXEC | os.O_NOFOLLOW, 0o600))
+        try:  # not fsynced, as git checkout: see the docstring
+            write_all(fd, data)
+            os.fchmod(fd, mode)
+        finally:
+            os.close(fd)
     try:
         if seen is None:
             _rename2(temp, target, _NOREPLACE)
@@ -226,7 +276,7 @@ def put(store: Store, root: Path, rel: str, want: FileFacts, seen: FileFacts | N
             return False  # created, or removed, while restoring: theirs stays
         raise
     if _matches(temp, seen):
-        gone(temp)  # what was there, as the plan saw it (the safety snapshot has it)
+        gone(temp, seen[0])  # what was there, as the plan saw it (the safety snapshot has it)
         return True
     _rename2(temp, target, _EXCHANGE)  # a write raced the restore: it goes back
     _discard(temp)
@@ -237,7 +287,7 @@ def remove(store: Store, root: Path, rel: str, seen: FileFacts | None,
            gone: Discards) -> bool:
     """Remove `rel`, which the plan saw holding `seen`; False when it holds something else.
     A file goes to `gone` once checked."""
-    target = _inside(root, rel, gone.folders)
+    target = _inside(str(root), rel, gone.folders)
     if seen is None:
         return True
     if seen[0] == "dir":
@@ -249,16 +299,16 @@ def remove(store: Store, root: Path, rel: str, seen: FileFacts | None,
         except OSError:  # something was put in it meanwhile: it stays
             return False
         return True
-    aside = _temp(target)
+    aside = _temp(target)  # (a rename would replace what a killed run left: removed first)
     try:
         os.rename(target, aside)
     except FileNotFoundError:
         return True
     if _matches(aside, seen):
-        gone(aside)
+        gone(aside, seen[0])
         return True
     try:  # a write raced the restore: it goes back
         _rename2(aside, target, _NOREPLACE)
     except OSError:
-        os.rename(aside, target.with_name(f"{target.name}.kept-by-mulligan"))
+        os.rename(aside, f"{target}.kept-by-mulligan")
     return False
