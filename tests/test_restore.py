@@ -234,6 +234,29 @@ def test_what_a_killed_restore_with_this_process_id_left_after_the_plan_is_repla
     assert not list(work.rglob("*mulligan-restore*"))
 
 
+def test_what_a_restore_killed_after_its_last_swap_left_goes_though_nothing_is_left_to_do(
+        tmp_path):
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "a.txt").write_text("before\n")
+    c = session(tmp_path, bash("echo after > a.txt"), say("ok"))
+    list(c.run_prompt("change"))
+    assert c.checkpoints is not None and c.log is not None
+    # A restore killed once every path was swapped, before it removed what it swapped out
+    # (and before it wrote its entry): the folder is the target's, a temporary name beside.
+    (work / "a.txt").write_text("before\n")
+    leftover = work / f".a.txt.mulligan-restore-{_dead_pid()}"
+    leftover.write_text("after\n")
+    assert back_plan(c.log, c.checkpoints, "e1") is None  # nothing to apply
+    assert not leftover.exists() and (work / "a.txt").read_text() == "before\n"
+
+
+def _dead_pid() -> int:
+    process = subprocess.Popen(["true"])
+    process.wait()
+    return process.pid
+
+
 # ---- swaps and links --------------------------------------------------------------------
 
 def test_a_folder_replaced_by_a_file_and_a_file_by_a_folder_both_come_back(tmp_path):

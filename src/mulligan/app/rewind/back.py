@@ -37,6 +37,7 @@ from typing import Any, Literal
 from mulligan.app.rewind.summaries import Summary, summarize
 from mulligan.app.workspace.checkpoints import Checkpoints, owners
 from mulligan.app.workspace.restore import Plan, apply, plan
+from mulligan.app.workspace.swap import sweep
 from mulligan.session import SessionLog
 from mulligan.wire import Model
 
@@ -64,7 +65,8 @@ class Back:
 
 def back_plan(log: SessionLog, checkpoints: Checkpoints | None, entry_id: str) -> Plan | None:
     """What going back to `entry_id` would do to the files; None without checkpoints (or
-    when the folder holds nothing the restore would change)."""
+    when the folder holds nothing the restore would change). Changes nothing in the folder
+    but what a killed restore left beside the files (`swap.sweep`)."""
     if checkpoints is None or not checkpoints.enabled:
         return None
     log.entry(entry_id)  # UnknownEntry naming it
@@ -72,6 +74,10 @@ def back_plan(log: SessionLog, checkpoints: Checkpoints | None, entry_id: str) -
     found = plan(checkpoints.store, checkpoints.root, log.branch(log.tip()),
                  log.branch(entry_id), _Lazy(log))
     if found is None or not (found.changes or found.conflicts):
+        if found is not None and found.temps:
+            # A restore killed once every path was done, before it removed what it had
+            # swapped out: nothing is left to apply, and what it left beside the files goes.
+            sweep(checkpoints.root, found.temps)
         return None
     return found
 

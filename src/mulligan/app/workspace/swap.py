@@ -187,14 +187,14 @@ class Discards:
         if len(self._batch) >= _BATCH:
             self._send()
 
-    def _send(self) -> None:
+    def _send(self, per: int = _BATCH) -> None:
         batch, self._batch = self._batch, []
-        if batch:
-            self._jobs.append(self._pool.submit(_discard_all, batch))
+        for at in range(0, len(batch), per):
+            self._jobs.append(self._pool.submit(_discard_all, batch[at:at + per]))
 
     def settle(self) -> None:
         """Wait for every removal so far; the first that failed raises."""
-        self._send()
+        self._send(per=2)  # what is left, on every thread: this waits for it
         jobs, self._jobs = self._jobs, []
         for job in jobs:
             job.result()
