@@ -2,7 +2,8 @@
 it makes recorded (with the thread that made it) by an audit hook installed before mulligan
 is imported.
 
-Before the prompt is on the screen, the main thread imports no provider SDK, no Markdown
+The instant prompt is drawn before prompt_toolkit is imported. Before the real prompt is on
+the screen, the main thread imports no provider SDK, no Markdown
 parser, no gitignore matcher, not rich (the banner is printed without it), none of the
 machinery of going back, restoring or running attempts, no HTML parser, no difflib and no
 importlib.resources; the hosted model's SDK is imported
@@ -48,6 +49,16 @@ run()
 """
 
 
+INSTANT = "\x1b[A\u203a ".encode()  # the instant prompt (`frontends.terminal.instant`)
+
+
+def real_prompt(shown: bytes) -> bool:
+    """Whether prompt_toolkit's first prompt is on the screen: its "›", drawn over the
+    instant prompt's when there is one."""
+    after = shown.partition(b"Ctrl-D quits")[2]
+    return after.count("\u203a".encode()) >= (2 if INSTANT in after else 1)
+
+
 def imports(log: Path) -> list[tuple[str, str]]:
     """(thread name, module) of each import so far, in the order they happened."""
     text = log.read_text() if log.exists() else ""
@@ -68,13 +79,19 @@ def test_the_first_prompt_imports_no_sdk_and_the_model_loads_after_it_is_drawn(t
     os.close(child)
     shown = b""
     try:
-        while "›".encode() not in shown.partition(b"Ctrl-D quits")[2]:
+        while not real_prompt(shown):
             ready, _, _ = select.select([fd], [], [], 30)
             assert ready, f"no prompt: {shown[-600:]!r}"
             shown += os.read(fd, 65536)
         at_prompt = imports(log)
         mine = [module for thread, module in at_prompt if thread == "MainThread"]
         assert "mulligan.frontends.repl" in mine  # the hook saw the way to the prompt
+        # The instant prompt is drawn right before the REPL's layer is imported: nothing
+        # imported before it brings prompt_toolkit in.
+        assert INSTANT in shown
+        toolkit = [at for at, m in enumerate(mine) if m.split(".")[0] == "prompt_toolkit"]
+        assert min(toolkit) > mine.index("mulligan.frontends.repl"), \
+            f"prompt_toolkit imported before the instant prompt: {mine[min(toolkit)]}"
         paid = [m for m in mine if any(m == d or m.startswith(d + ".") for d in DEFERRED)]
         assert paid == [], f"the first prompt waited for {paid}"
 

@@ -32,7 +32,9 @@ _count = itertools.count()
 class Screen:
     def __init__(self, tmp_path: Path, server_url: str | None, *args: str, width: int = 100,
                  height: int = 30, model: str = "anthropic/claude-sonnet-4-6",
-                 env: dict[str, str] | None = None) -> None:
+                 env: dict[str, str] | None = None, before: str = "", after: str = "") -> None:
+        """`before`/`after`: shell commands run in the terminal before mulligan starts and
+        after it ends (e.g. `stty -a > FILE`)."""
         assert TMUX is not None
         work = tmp_path / "work"
         work.mkdir(exist_ok=True)
@@ -41,10 +43,12 @@ class Screen:
                     "ANTHROPIC_API_KEY": "sk-ant-test-local", **(env or {})}
         base = ["--base-url", server_url] if server_url else []
         command = " ".join([f"cd {shlex.quote(str(work))} &&",
+                            *([f"{before};"] if before else []),
                             *(f"{k}={shlex.quote(v)}" for k, v in settings.items()),
                             shlex.quote(sys.executable), "-m", "mulligan", "--model",
                             shlex.quote(model), *base, *map(shlex.quote, args),
-                            "; echo '[exited '$?']'; sleep 30"])
+                            "; echo '[exited '$?']';", *([f"{after};"] if after else []),
+                            "sleep 30"])
         subprocess.run([*self.tmux, "new-session", "-d", "-s", "t", "-x", str(width), "-y",
                         str(height), command], check=True)
         subprocess.run([*self.tmux, "set-option", "-t", "t", "history-limit", "5000"],

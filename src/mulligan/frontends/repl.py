@@ -56,12 +56,15 @@ if TYPE_CHECKING:  # rich and the run's renderer are imported at the first outpu
 class Repl:
     """The REPL over `controller`. `input`/`output` are prompt_toolkit's (None: the terminal);
     `console` is where runs and command answers are printed; `history_file` keeps typed lines
-    across runs (None: in memory)."""
+    across runs (None: in memory); `before_first_prompt` is called right before the first
+    prompt takes the terminal (the instant prompt's `hand_over`)."""
 
     def __init__(self, controller: Controller, *, console: Console | None = None,
                  input: Input | None = None, output: Output | None = None,
-                 history_file: Path | None = None, width: int | None = None) -> None:
+                 history_file: Path | None = None, width: int | None = None,
+                 before_first_prompt: Callable[[], None] | None = None) -> None:
         self.controller = controller
+        self._before_first_prompt = before_first_prompt
         self._console = console
         self.width = width
         self._patch_stdout = output is None  # a real terminal: print above the live prompt
@@ -251,7 +254,10 @@ class Repl:
         self._mark_idle()
         while True:
             fill, self._fill = self._fill, None
-            text = await self.session.prompt_async(self._message, default=fill or "")
+            # pre_run: called after the prompt's setup, right before its raw mode.
+            first, self._before_first_prompt = self._before_first_prompt, None
+            text = await self.session.prompt_async(self._message, default=fill or "",
+                                                   pre_run=first)
             if text is None:  # Ctrl-D, or Ctrl-C twice
                 if self.controller.is_running:
                     self.controller.abort()

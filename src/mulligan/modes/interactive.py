@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import sys
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from mulligan.modes.common import (
     UsageError,
@@ -19,20 +19,45 @@ from mulligan.modes.common import (
     working_folder,
 )
 
+if TYPE_CHECKING:
+    from mulligan.frontends.terminal import instant
+
 
 def run_interactive(args: argparse.Namespace, err: TextIO) -> int:
     """The REPL in the working folder. What it prints before its first prompt is printed
     without rich (`frontends.terminal.banner`): rich is imported at the first output after
-    it, or here for a resumed branch's recap."""
-    from mulligan.frontends.repl import Repl
-    from mulligan.frontends.terminal.banner import banner, print_lines
-
+    it, or here for a resumed branch's recap. On a terminal, a new session's first prompt is
+    drawn before prompt_toolkit is imported (`frontends.terminal.instant`), the keys typed
+    meanwhile kept for it; a picker (-r), a recap or the trust question comes first without
+    one."""
     if not sys.stdin.isatty():
         raise UsageError("stdin is not a terminal: use -p TASK for one run "
                          "(-p - reads the task from stdin)")
-    from mulligan.frontends.extensions import ask_trust
+    from mulligan.frontends.terminal import instant
 
-    ask_trust(working_folder(args), home_of())  # a folder's own .mcp.json and hooks: once
+    # Held from here (a new session's REPL): the keys typed while it starts are neither
+    # echoed nor lost.
+    held = None if args.resume or args.continue_ or args.session else instant.hold()
+    try:
+        from mulligan.frontends.extensions import ask_trust
+
+        def ask(question: str) -> str:  # the question first, as without an instant prompt
+            nonlocal held
+            if held is not None:
+                held.release()
+                held = None
+            return input(question)
+
+        ask_trust(working_folder(args), home_of(), ask=ask)  # a folder's own .mcp.json, hooks
+        return _run(args, err, held)
+    finally:
+        if held is not None:
+            held.release()
+
+
+def _run(args: argparse.Namespace, err: TextIO, held: instant.Held | None) -> int:
+    from mulligan.frontends.terminal.banner import banner, print_lines
+
     controller = build_controller(args, err, defer=True, interactive=True)
     begin(controller, servers=False)  # the REPL starts the MCP servers after its prompt
     load = getattr(controller.model, "load", None)
@@ -42,18 +67,25 @@ def run_interactive(args: argparse.Namespace, err: TextIO) -> int:
     print_lines(controller.extensions.problems if controller.extensions else [], "yellow")
     console = None
     if controller.harness.messages:  # resuming: where the branch left off
+        if held is not None:
+            held.release()  # the recap first, as without an instant prompt
+            held = None
         from rich.console import Console
 
         from mulligan.frontends.live import show_recap
 
         console = Console(highlight=False)
         show_recap(console, controller.harness.messages)
+    if held is not None:
+        held.prompt("\u203a ")  # the "›" the REPL's first prompt draws over, in place
+    from mulligan.frontends.repl import Repl
+
     # --no-session writes nothing, the input history included.
     history = None if args.no_session else home_of() / "history"
-    status = Repl(controller, console=console, history_file=history).run()
+    status = Repl(controller, console=console, history_file=history,
+                  before_first_prompt=held.hand_over if held is not None else None).run()
     if controller.started and controller.where is not None:
         with contextlib.suppress(OSError, ValueError):  # the terminal may be gone (SIGHUP)
             print_lines([f"session saved (mulligan -c to continue): {controller.where}"],
                         "dim")
     return status
-

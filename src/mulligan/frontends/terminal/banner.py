@@ -19,8 +19,6 @@ import sys
 from collections.abc import Iterable
 from typing import TextIO
 
-from prompt_toolkit.utils import get_cwidth
-
 from mulligan import __version__
 from mulligan.app import Controller, model_label
 from mulligan.frontends.commands import count
@@ -31,6 +29,9 @@ __all__ = ["banner", "print_lines"]
 _STYLES = {"dim": "\x1b[2m", "yellow": "\x1b[33m"}
 _COLOURS = {"yellow"}  # what NO_COLOR turns off (dim is not a colour)
 _WORD = re.compile(r"\s*\S+\s*")
+# Characters wcwidth gives one cell: printable ASCII and Latin up to the combining marks
+# (the banner's "·" among them).
+_ONE_CELL = re.compile(r"[ -~\xa0-\u02ff]*")
 
 
 def banner(controller: Controller) -> list[str]:
@@ -106,14 +107,26 @@ def _fitted(line: str, width: int) -> str:
 
 
 def _cells(text: str) -> int:
-    return sum(get_cwidth(c) for c in text)
+    if _ONE_CELL.fullmatch(text):  # wcwidth's import is for the other characters
+        return len(text)
+    return sum(_cwidth(c) for c in text)
+
+
+def _cwidth(char: str) -> int:
+    """The cells `char` takes, as prompt_toolkit's `get_cwidth` counts them (imported here,
+    that was prompt_toolkit's whole import before the instant prompt)."""
+    if _ONE_CELL.fullmatch(char):
+        return 1
+    from wcwidth import wcwidth
+
+    return max(0, wcwidth(char))
 
 
 def _chopped(word: str, width: int) -> list[str]:
     """`word` in pieces of at most `width` cells (a character wider than that alone)."""
     pieces, piece, used = [], "", 0
     for char in word:
-        cells = get_cwidth(char)
+        cells = _cwidth(char)
         if piece and used + cells > width:
             pieces.append(piece)
             piece, used = "", 0
