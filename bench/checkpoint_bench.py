@@ -331,7 +331,8 @@ def turn(project: Path, scratch: Path, rounds: int, missed: list[str]) -> None:
         cpu = statistics.median(p[1][1] - p[0][1] for p in pairs)
         spread = statistics.quantiles([p[1][0] - p[0][0] for p in pairs], n=4)
         budget = tools + 0.020
-        print(f"turn (write + bash, {project.name}), {what}: {plain * 1000:.1f} ms without "
+        print(f"turn (write + bash, {project.name}), {what}, load "
+              f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}: {plain * 1000:.1f} ms without "
               f"checkpoints; overhead {wall * 1000:.1f} ms wall (quartiles "
               f"{spread[0] * 1000:.1f} .. {spread[2] * 1000:.1f}), {cpu * 1000:.1f} ms CPU = "
               f"{wall / budget:.1%} wall, {cpu / budget:.1%} CPU of tool time + 20 ms "

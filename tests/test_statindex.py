@@ -15,7 +15,7 @@ from pathlib import Path
 from mulligan.app.workspace.monitor import Monitor
 from mulligan.app.workspace.restore import RestoreRefused
 from mulligan.app.workspace.store import statindex
-from mulligan.app.workspace.store.snapshots import Store
+from mulligan.app.workspace.store.snapshots import SAVE_NOW, Store
 from mulligan.home import folder_slug
 from test_checkpoints import session, write
 from test_monitor import OPERATIONS, act, tree
@@ -186,16 +186,28 @@ def test_an_edited_gitignore_that_ignores_itself_still_changes_what_is_ignored(t
 
 def test_a_watched_folders_index_is_kept_in_memory_and_written_when_the_recorder_stops(
         tmp_path):
+    """A watched folder's index goes to disk when the recorder stops (and at most every
+    SAVE_EVERY seconds): not during a turn -- unless the walk hashed more than SAVE_NOW
+    files, work a process killed before it stops would leave the next one to do again."""
     root = tree(tmp_path / "work")
     store, monitor = Store(tmp_path / "home"), Monitor.start(root)
     assert monitor is not None
-    first = store.snapshot(root, monitor=monitor)  # the first walk's index is written
-    assert statindex.load(index_file(store, root)).tree == first.id  # type: ignore[union-attr]
+    first = store.snapshot(root, monitor=monitor)  # a few files hashed: kept in memory
+    assert statindex.load(index_file(store, root)) is None
     (root / "README").write_text("changed\n")
     second = store.snapshot(root, monitor=monitor)
-    assert statindex.load(index_file(store, root)).tree == first.id  # type: ignore[union-attr]
+    assert second.id != first.id and statindex.load(index_file(store, root)) is None
     store.flush()  # what Checkpoints.close does
     assert statindex.load(index_file(store, root)).tree == second.id  # type: ignore[union-attr]
+    monitor.close()
+    big = tmp_path / "big"
+    big.mkdir()
+    for n in range(SAVE_NOW + 1):
+        (big / f"f{n}.txt").write_text(f"{n}\n")
+    monitor = Monitor.start(big)
+    assert monitor is not None
+    walked = store.snapshot(big, monitor=monitor)  # many hashed: on disk at once
+    assert statindex.load(index_file(store, big)).tree == walked.id  # type: ignore[union-attr]
     monitor.close()
 
 

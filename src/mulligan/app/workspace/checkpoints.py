@@ -215,9 +215,10 @@ def _changes(before: Manifest, after: Manifest) -> list[str]:
 
 
 def _relative(root: Path, path: str) -> str:
-    candidate = Path(path)
-    full = candidate if candidate.is_absolute() else root / candidate
-    try:
-        return Path(os.path.normpath(full)).relative_to(root).as_posix()
-    except ValueError:
+    """`path` (absolute, or relative to `root`) relative to `root`, "/"-separated; "" when it
+    is not under it. (Strings, not pathlib: this runs before every write.)"""
+    top = str(root)
+    full = os.path.normpath(os.path.join(top, path))
+    if not full.startswith(top.rstrip(os.sep) + os.sep):
         return ""
+    return full[len(top.rstrip(os.sep)) + 1:].replace(os.sep, "/")

@@ -91,6 +91,7 @@ class Journal:
         self._generation = -1  # what the index below is of (-1: nothing read yet)
         self._end = _START  # after the last record read
         self._index: dict[Key, tuple[int, bytes]] = {}  # -> (when written, stored form)
+        self._head = b""  # the header as last read or written: its generation's
 
     # ---- writing ------------------------------------------------------------------------
 
@@ -143,7 +144,8 @@ class Journal:
             os.utime(path, ns=(when, when))  # gc's grace counts from when it was kept
         os.sync()  # every loose object written so far is on disk: the records are not needed
         generation = max(self._generation + 1, time.time_ns())
-        os.pwrite(fd, _header(generation), 0)
+        self._head = _header(generation)
+        os.pwrite(fd, self._head, 0)
         os.fdatasync(fd)
         self._generation, self._end, self._index = generation, _START, {}
 
@@ -171,7 +173,21 @@ class Journal:
             self._scan(fd, writing=False)
             return self._index
 
-    def has(self, letter: bytes, name: str) -> bool:
+    def has(self, letter: bytes, name: str, *, fresh: bool = True) -> bool:
+        """Whether the journal holds object `name` of folder `letter`. One this process has
+        counted answers with one read of the header (a snapshot asks a few times: no scan):
+        while the generation is the same, no restart -- which `gc` does before it frees
+        anything -- has come between. Not `fresh` (a snapshot deciding what to keep): the
+        records written by other processes since this one last read the journal are not
+        looked for (False for what only they hold: it is kept again, harmlessly)."""
+        if not self._there():
+            return False
+        with self._lock:
+            if (letter, name) in self._index and self._fd is not None and self._head and \
+                    os.pread(self._fd, _HEADER.size, 0) == self._head:
+                return True
+            if not fresh and self._generation != -1:  # (read once: it holds what it held)
+                return False
         return self.get(letter, name) is not None
 
     def names(self, letter: bytes) -> list[str]:
@@ -192,6 +208,7 @@ class Journal:
             if self._fd is not None and os.fstat(self._fd).st_nlink == 0:
                 self._closer()
                 self._fd, self._generation, self._end, self._index = None, -1, _START, {}
+                self._head = b""
             return self._fd is not None or self.file.exists()
 
     @contextlib.contextmanager
@@ -221,12 +238,15 @@ class Journal:
         restarted it) and return where the next record goes."""
         head = os.pread(fd, _HEADER.size, 0)
         generation = -2  # no whole header: a journal with no records
-        if len(head) == _HEADER.size:
+        if head and head == self._head:  # (checked when it was read)
+            generation = self._generation
+        elif len(head) == _HEADER.size:
             magic, kind, found, digest = _HEADER.unpack(head)
             if magic == _MAGIC and kind == b"h" and digest == _hash(head[:13]):
                 generation = found
         if generation != self._generation:
             self._generation, self._end, self._index = generation, _START, {}
+        self._head = head if generation != -2 else b""
         if generation == -2:
             if writing:
                 self._restart(fd)  # a new generation (there was nothing to keep)

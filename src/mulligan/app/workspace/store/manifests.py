@@ -14,6 +14,9 @@ snapshots of a folder share most lines byte for byte: a line already decoded is 
 again, and its facts are the same tuple (comparing two manifests' facts is then mostly an
 identity check). Only the lines that differ, and the first and the last, go through orjson.
 
+Also here (moved from `snapshots`, which re-exports them): `manifest_id` (a snapshot's id from
+its content), `changed_paths` (what differs between two manifests' files) and `same_content`.
+
 Never: a result other than decoding the whole JSON would give. A line is reused only when
 its bytes equal a line that was one path of a manifest decoded before; each new line must
 parse on its own as exactly one path; anything else (an older one-line manifest, a crafted
@@ -22,9 +25,10 @@ layout, many new lines) is decoded whole, as before.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from itertools import compress, islice
-from operator import not_
+from operator import ne, not_
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -32,7 +36,7 @@ import orjson
 if TYPE_CHECKING:
     from mulligan.app.workspace.store.snapshots import FileFacts
 
-__all__ = ["Decoded", "decode", "encode"]
+__all__ = ["Decoded", "changed_paths", "decode", "encode", "manifest_id", "same_content"]
 
 _MOST_NEW = 1024  # lines not seen before, at most, read one by one (else the whole is read)
 
@@ -129,3 +133,39 @@ def _by_lines(lines: list[bytes], before: Decoded) -> Decoded | None:
     if len(files) != len(lines):  # a path twice: read whole, as orjson reads it
         return None
     return Decoded(files, ends.get("skipped", {}), ends.get("ignored", []), lines, dict(files))
+
+
+def changed_paths(before: dict[str, FileFacts], after: dict[str, FileFacts]) -> list[str]:
+    """The paths whose kind, mode or content differs between two manifests (mtime and size
+    alone are not a change), sorted."""
+    # Equal facts first (one C-level compare, most paths of two snapshots of one folder):
+    # only the paths whose facts differ are compared by content.
+    # (Two manifests a Store read one after the other share their unchanged facts: `is`.)
+    differ = [p for p, entry in after.items()
+              if (was := before.get(p)) is not entry and was != entry]
+    differ.extend(before.keys() - after.keys())
+    return sorted(p for p in differ if _content(before.get(p)) != _content(after.get(p)))
+
+
+def same_content(files: dict[str, FileFacts], other: dict[str, FileFacts]) -> bool:
+    """Whether `files` has `other`'s paths in the same order, each with the same kind, mode
+    and content (mtime and size aside): then `manifest_id` gives both the same id."""
+    if len(files) != len(other) or list(files) != list(other):
+        return False
+    mine, theirs = files.values(), other.values()
+    differ = compress(zip(mine, theirs, strict=True), map(ne, mine, theirs))  # in C
+    return all(_content(a) == _content(b) for a, b in differ)
+
+
+def _content(entry: FileFacts | None) -> tuple[str, int, str] | None:
+    return None if entry is None else (entry[0], entry[1], entry[4])
+
+
+def manifest_id(files: dict[str, FileFacts], skipped: dict[str, str], ignored: list[str]
+                ) -> str:
+    """A snapshot's id: its content (kind, mode, hash per path, in the walk's order), what it
+    skipped and what it ignored."""
+    body = orjson.dumps([[p, e[0], e[1], e[4]] for p, e in files.items()])
+    if skipped or ignored:
+        body += orjson.dumps([sorted(skipped), ignored])
+    return hashlib.blake2b(body, digest_size=20).hexdigest()
