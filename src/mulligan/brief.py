@@ -71,12 +71,13 @@ def message_line(message: Mapping[str, Any], room: int | None = None) -> str:
     ``read (error) → ...``. With `room`, for a line that `cut` will bound to `room`: what
     lies past it may be left out (long texts are not folded whole)."""
     role = message.get("role")
-    if role == "user":
-        return "you: " + flat(content_text(message.get("content", "")), room)
-    if role == "toolResult":
+    if role == "user" or role == "toolResult":
+        content = message.get("content", "")
+        text = flat(content if type(content) is str else content_text(content), room)
+        if role == "user":
+            return "you: " + text
         mark = " (error)" if message.get("is_error") else ""
-        return (f"{message.get('tool_name', 'tool')}{mark} → "
-                + flat(content_text(message.get("content", "")), room))
+        return f"{message.get('tool_name', 'tool')}{mark} → {text}"
     parts = []
     content = message.get("content")
     # With `room`, the blocks are looked at until the line is full: "ai: " and a part

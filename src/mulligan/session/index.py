@@ -118,13 +118,19 @@ class Index:
         fresh id; else accept nothing and say so, and `add_entry` names the first bad one."""
         if not parsed:
             return True
-        if not all(type(e) is dict for e in parsed):
-            return False
-        ids = [e.get("id") for e in parsed]
-        if not all(type(i) is str for i in ids):
-            return False
-        if not all(map(_well_typed, parsed)):
-            return False
+        # One pass over the entries for every check and what the parents' lookup needs: at
+        # 100k entries each pass over their dicts is memory-bound (issue 29).
+        ids: list[str] = []
+        parents: list[Any] = []  # each a string or None
+        add_id, add_parent = ids.append, parents.append
+        for entry in parsed:
+            if type(entry) is not dict:
+                return False
+            entry_id = entry.get("id")
+            if type(entry_id) is not str or not _well_typed(entry):
+                return False
+            add_id(entry_id)
+            add_parent(entry.get("parent_id"))
         base = len(self.entries)
         fresh = dict(zip(ids, range(base, base + len(ids)), strict=True))
         if len(fresh) != len(ids) or not self.by_id.keys().isdisjoint(fresh):
@@ -134,8 +140,8 @@ class Index:
         else:
             self.by_id = fresh
         self.entries.extend(parsed)
-        get = self.by_id.get  # every parent_id is a string or null here: never unhashable
-        self._up.extend([get(e.get("parent_id")) for e in parsed])
+        # every parent_id is a string or null here (`_well_typed`): never unhashable
+        self._up.extend(map(self.by_id.get, parents))
         return True
 
     def _add_one_by_one(self, parsed: list[Any]) -> None:
