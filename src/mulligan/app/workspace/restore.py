@@ -150,7 +150,7 @@ def plan(store: Store, root: Path, here: Sequence[SessionEntry],
                       "known; left as it is"))
             continue
         want = target.files.get(rel)
-        now = probe(store, root / rel, added)
+        now = probe(store, os.path.join(root, rel), added)
         if now is not OTHER and same(now, want):
             continue  # already as wanted
         result.seen[rel] = now
