@@ -84,12 +84,20 @@ class Monitor:
         self._notify.close()
 
     def _pending(self) -> bool:
-        """Read (and drop) every queued event; True if there was any."""
+        """Read (and drop) every queued event; True if there was any (an overflow is one).
+        The descriptor is read as bytes: only whether there were events matters, so none is
+        parsed (three times a snapshot: inotify_simple's read is an ioctl, a read and a
+        namedtuple per event)."""
+        found = False
         try:
-            return bool(self._notify.read(timeout=0))
+            while os.read(self._notify.fileno(), 65536):  # (non-blocking: whole events)
+                found = True
+        except BlockingIOError:  # the queue is empty
+            return found
         except (OSError, ValueError):  # closed, or the queue could not be read
             self._broken = True
             return True
+        return found
 
 
 def still(root: Path, last: Manifest, forced: Iterable[str]) -> bool:
