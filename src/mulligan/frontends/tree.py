@@ -19,6 +19,7 @@ from mulligan.session.branches import (
     message_leaves,
     path_ids,
     subtree_ids,
+    visible_children,
 )
 
 TIP_MARK = " ◀ tip"
@@ -223,26 +224,14 @@ def _links(entries: Sequence[Mapping[str, Any]], by_id: Mapping[str, Any]) -> tu
 
 def _visible(children: dict[str | None, list[str]], hidden: set[str]
              ) -> dict[str | None, list[str]]:
-    """Each entry's children as drawn: a hidden entry (a label line) passes its children up
-    to its parent. Only the lists holding a hidden entry differ from `children`."""
+    """Each entry's children as drawn (`visible_children`): only the lists holding a hidden
+    entry (a label line) differ from `children`, worked out once each."""
     if not hidden:
         return children
     visible = dict(children)
     for parent, kids in children.items():
-        if hidden.isdisjoint(kids):
-            continue
-        found: list[str] = []
-        stack, seen = list(reversed(kids)), set()
-        while stack:
-            child = stack.pop()
-            if child in seen:  # a circle of label lines
-                continue
-            seen.add(child)
-            if child in hidden:
-                stack.extend(reversed(children.get(child, [])))
-            else:
-                found.append(child)
-        visible[parent] = found
+        if not hidden.isdisjoint(kids):
+            visible[parent] = visible_children(children, hidden, parent)
     return visible
 
 

@@ -8,7 +8,7 @@ about the tree is stored anywhere: it is recomputed from the file every time.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 from mulligan.session.entries import Entry
@@ -64,6 +64,25 @@ def subtree_ids(children: Mapping[str | None, list[str]], root: str) -> list[str
         seen.update(below)
         stack.extend(below)
     return sorted(found, key=id_number)
+
+
+def visible_children(children: Mapping[str | None, list[str]], hidden: Collection[str],
+                     entry_id: str | None) -> list[str]:
+    """`entry_id`'s children as a drawing shows them when the entries in `hidden` (label
+    lines) are not drawn: a hidden child passes its own children up, in file order; each
+    once, even in a circle of hidden entries."""
+    found: list[str] = []
+    stack, seen = list(reversed(children.get(entry_id, []))), set()
+    while stack:
+        child = stack.pop()
+        if child in seen:
+            continue
+        seen.add(child)
+        if child in hidden:
+            stack.extend(reversed(children.get(child, [])))
+        else:
+            found.append(child)
+    return found
 
 
 def id_number(entry_id: str) -> int:

@@ -24,7 +24,7 @@ from prompt_toolkit.output import Output
 
 from mulligan.brief import cut
 from mulligan.frontends.tree import describe
-from mulligan.session.branches import children_of, labels_of, path_ids
+from mulligan.session.branches import children_of, labels_of, path_ids, visible_children
 
 __all__ = ["Row", "rows", "walk_tree"]
 
@@ -53,17 +53,7 @@ def rows(entries: Sequence[Mapping[str, Any]], tip: str | None,
     out: list[Row] = []
 
     def visible(entry_id: str | None) -> list[str]:
-        found, stack, seen = [], list(reversed(kids.get(entry_id, []))), set()
-        while stack:
-            child = stack.pop()
-            if child in seen:
-                continue
-            seen.add(child)
-            if child in hidden:
-                stack.extend(reversed(kids.get(child, [])))
-            else:
-                found.append(child)
-        return found
+        return visible_children(kids, hidden, entry_id)
 
     def count(root: str) -> int:
         total, stack = 0, [root]
