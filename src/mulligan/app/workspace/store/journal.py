@@ -251,12 +251,19 @@ class Journal:
             if writing:
                 self._restart(fd)  # a new generation (there was nothing to keep)
             return _START
-        while True:
-            record = self._record_at(fd, self._end)
-            if record is None:
-                return self._end
+        # The records after the last one read: one read of the rest of the file once the
+        # head there says one is (a new process catching up on a full journal: 550 records
+        # at two preads each took 2.5 of its 5.7 ms), else that head alone.
+        head = os.pread(fd, _RECORD.size, self._end)
+        if len(head) < _RECORD.size or _RECORD.unpack(head)[:3] != (_MAGIC, b"r",
+                                                                     self._generation):
+            return self._end
+        data, at = os.pread(fd, self._size - self._end, self._end), 0
+        while (record := self._record_in(data, at, self._end)) is not None:
             self._add(record[0], record[1])
-            self._end = record[2]
+            self._end += record[2] - at
+            at = record[2]
+        return self._end
 
     def _add(self, when: int, payload: bytes) -> None:
         view, pos = memoryview(payload), 0
@@ -266,22 +273,23 @@ class Journal:
             self._index[letter, name.hex()] = (when, bytes(view[pos:pos + size]))
             pos += size
 
-    def _record_at(self, fd: int, at: int) -> tuple[int, bytes, int] | None:
-        """(when written, payload, where the next starts) of the counted record at `at`, or
-        None."""
-        if self._generation < 0 or at + _RECORD.size > self._size:
+    def _record_in(self, data: bytes, at: int, where: int
+                   ) -> tuple[int, bytes, int] | None:
+        """(when written, payload, where the next starts in `data`) of the counted record at
+        `at` of `data`, which is at offset `where` of the file; None when there is no whole
+        record of this generation there that checks."""
+        if self._generation < 0 or where + _RECORD.size > self._size or \
+                at + _RECORD.size > len(data):
             return None
-        head = os.pread(fd, _RECORD.size, at)
-        if len(head) < _RECORD.size:
-            return None
-        magic, kind, generation, when, size, digest = _RECORD.unpack(head)
+        magic, kind, generation, when, size, digest = _RECORD.unpack_from(data, at)
+        start = at + _RECORD.size
         if magic != _MAGIC or kind != b"r" or generation != self._generation or \
-                at + _RECORD.size + size > self._size:
+                where + _RECORD.size + size > self._size:
             return None
-        payload = os.pread(fd, size, at + _RECORD.size)
+        payload = data[start:start + size]
         if len(payload) != size or _hash(payload) != digest:
             return None
-        return when, payload, at + _RECORD.size + size
+        return when, payload, start + size
 
 
 def _header(generation: int) -> bytes:
