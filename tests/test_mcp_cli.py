@@ -16,7 +16,7 @@ import pytest
 
 from mulligan.app.extensions.mcp_config import Trust
 from mulligan.app.extensions.setup import Extensions
-from mulligan.frontends.extensions import ask_trust
+from mulligan.frontends.terminal.trust import ask_trust
 from test_cli import PYTHON, mulligan, script
 
 ODD = Path(__file__).resolve().parent / "mcp_servers" / "odd_server.py"

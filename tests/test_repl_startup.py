@@ -15,6 +15,7 @@ thread started before the prompt fails the second.
 from __future__ import annotations
 
 import io
+import json
 import os
 import pty
 import random
@@ -35,6 +36,13 @@ DEFERRED = ("anthropic", "openai", "google.genai", "pydantic", "httpx", "mcp", "
             # resources machinery the system prompt was read through (issue 29)
             "html.parser", "mulligan.tools.html_text", "difflib", "importlib.resources",
             "zipfile")
+
+# What the instant prompt does not wait for, though the real one does (asyncio brings
+# concurrent.futures): the checkpoint store (made at the first snapshot), the TOML parser
+# (no config.toml here), the slash commands.
+INSTANT_DEFERRED = ("prompt_toolkit", "asyncio", "concurrent.futures", "tomllib",
+                    "mulligan.app.workspace.store", "mulligan.app.workspace.monitor",
+                    "mulligan.frontends.slash", "mulligan.frontends.commands")
 
 DRIVER = """\
 import os, sys, threading
@@ -92,6 +100,9 @@ def test_the_first_prompt_imports_no_sdk_and_the_model_loads_after_it_is_drawn(t
         toolkit = [at for at, m in enumerate(mine) if m.split(".")[0] == "prompt_toolkit"]
         assert min(toolkit) > mine.index("mulligan.frontends.repl"), \
             f"prompt_toolkit imported before the instant prompt: {mine[min(toolkit)]}"
+        early = mine[:mine.index("mulligan.frontends.repl")]
+        paid = [m for m in early if any(m == d or m.startswith(d + ".") for d in INSTANT_DEFERRED)]
+        assert paid == [], f"the instant prompt waited for {paid}"
         paid = [m for m in mine if any(m == d or m.startswith(d + ".") for d in DEFERRED)]
         assert paid == [], f"the first prompt waited for {paid}"
 
@@ -143,3 +154,29 @@ def test_the_lines_before_the_first_prompt_are_printed_as_rich_prints_them(monke
     mine = _Terminal()
     print_lines(["cwd /tmp/a\x1b]0;owned\x07b\x1b[2Jc"], "dim", out=mine)
     assert mine.getvalue() == "\x1b[2mcwd /tmp/abc\x1b[0m\n"
+
+
+def test_the_store_made_at_the_first_snapshot_leaves_out_the_session_file_attached_before(
+        tmp_path):
+    """The checkpoint store is made when the first snapshot is taken, not when the session
+    starts (its modules are off the way to the first prompt); the session file attached
+    before -- here inside the working folder, and outside the home -- is still never
+    recorded, and is remembered for gc then."""
+    work, home = tmp_path / "work", tmp_path / "home"
+    work.mkdir()
+    replies = tmp_path / "replies.json"
+    replies.write_text(json.dumps([
+        {"role": "assistant", "content": [{"type": "toolCall", "id": "c1", "name": "bash",
+                                           "arguments": {"command": "echo x > made.txt"}}],
+         "stop_reason": "toolUse"}, "done"]))
+    session = work / "notes.jsonl"
+    done = subprocess.run(
+        [sys.executable, "-m", "mulligan", "-p", "make a file", "--model", f"scripted:{replies}",
+         "--session", str(session)], cwd=work, capture_output=True, text=True,
+        env={**os.environ, "MULLIGAN_HOME": str(home)})
+    assert done.returncode == 0, done.stderr
+    (result,) = [e for e in map(json.loads, session.read_text().splitlines())
+                 if e.get("message", {}).get("role") == "toolResult"]
+    assert result["workspace"]["changed"] == ["made.txt"]
+    assert result["workspace"]["outside"] == []
+    assert (home / "checkpoints" / "sessions.list").read_text() == f"{session}\n"

@@ -1,6 +1,6 @@
-"""The user's setup in the REPL: `/mcp`, custom commands (`/NAME ARGS`), the question about a
-folder's own `.mcp.json` and `.claude/settings.json` hooks, and the server lines `/mcp` and
-`mulligan mcp list` share.
+"""The user's setup in the REPL: `/mcp`, custom commands (`/NAME ARGS`), and the server lines
+`/mcp` and `mulligan mcp list` share (the question about a folder's own setup, asked before
+the REPL starts, is `frontends.terminal.trust`'s).
 
 In: the Controller (its `extensions`, None when the user has none). Out: `Outcome`s and
 lines. Registers `/mcp` when imported (it is in `COMMAND_MODULES`); never raises for a
@@ -9,14 +9,12 @@ missing setup.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from mulligan.app import Controller
 from mulligan.frontends.slash import Outcome, command, fallback
 
-__all__ = ["ask_trust", "custom_command", "custom_entries", "server_lines"]
+__all__ = ["custom_command", "custom_entries", "server_lines"]
 
 
 def server_lines(states: list[Any]) -> list[str]:
@@ -66,31 +64,3 @@ def custom_command(controller: Controller, name: str, arguments: str) -> Outcome
         return None
     return Outcome(send=expand(found, arguments), model=found.model)
 
-
-def ask_trust(cwd: Path, home: Path, ask: Callable[[str], str] = input,
-              say: Callable[[str], None] = print) -> bool | None:
-    """Before the REPL starts: when `cwd` has a `.mcp.json` or `.claude/settings.json` hooks
-    and the user was never asked about this folder, ask once and remember the answer.
-    Returns the folder's answer (None: nothing to ask about)."""
-    from mulligan.app.extensions.mcp_config import Trust
-    from mulligan.app.extensions.setup import project_setup
-
-    found = project_setup(cwd)
-    if not found:
-        return None
-    trust = Trust(home)
-    known = trust.answer(cwd)
-    if known is not None:
-        return known
-    say(f"This folder ({cwd}) brings its own setup, which can run commands on this machine:")
-    for line in found:
-        say(f"  {line}")
-    try:
-        answer = ask("Trust this folder and use it? [y/N] ").strip().lower()
-    except (EOFError, KeyboardInterrupt):
-        answer = ""
-    trusted = answer in ("y", "yes")
-    trust.remember(cwd, trusted)
-    say("trusted: used from now on in this folder" if trusted else
-        f"not used (remembered; delete {trust.path} to be asked again)")
-    return trusted

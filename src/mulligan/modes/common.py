@@ -245,28 +245,38 @@ def extensions_for(args: argparse.Namespace, config: dict[str, Any], home: Path,
 
 def checkpoints_for(settings: Settings) -> Checkpoints | None:
     """The session's file checkpoints, as `[checkpoints]` in config.toml sets them (None when
-    switched off)."""
+    switched off). The store itself is made at the first snapshot (the store's modules are
+    not on the way to the REPL's first prompt); with a database store, now, as before."""
     from mulligan.app.workspace.checkpoints import Checkpoints
 
     if not settings.checkpoints.enabled:
         return None
-    store = store_of(settings.home, max_file=settings.checkpoints.max_file,
-                     max_snapshot=settings.checkpoints.max_snapshot)
-    return Checkpoints(store, settings.cwd)
+    home, limits = settings.home, {"max_file": settings.checkpoints.max_file,
+                                   "max_snapshot": settings.checkpoints.max_snapshot}
+    if _database_url(home) is not None:
+        return Checkpoints(store_of(home, **limits), settings.cwd)
+    return Checkpoints(lambda: store_of(home, **limits), settings.cwd)
+
+
+def _database_url(home: Path) -> str | None:
+    """The database store's URL (MULLIGAN_STORE, config.toml's `store`), or None; a bad one
+    is a UsageError."""
+    from mulligan.app.sessions.stores import store_url
+    from mulligan.providers.config import load_config
+
+    try:
+        return store_url(load_config(home), os.environ)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def store_of(home: Path, **limits: int) -> Store:
     """The snapshot store under `home`; with a database store, copied there too and read
     from there what is not here (`mulligan.app.workspace.shared`)."""
-    from mulligan.app.sessions.stores import store_url
     from mulligan.app.workspace.store.snapshots import Store
-    from mulligan.providers.config import load_config
 
     store = Store(home, **limits)
-    try:
-        url = store_url(load_config(home), os.environ)
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
+    url = _database_url(home)
     if url is not None:
         from mulligan.app.workspace.shared import Shared
 

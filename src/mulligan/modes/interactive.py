@@ -39,7 +39,7 @@ def run_interactive(args: argparse.Namespace, err: TextIO) -> int:
     # echoed nor lost.
     held = None if args.resume or args.continue_ or args.session else instant.hold()
     try:
-        from mulligan.frontends.extensions import ask_trust
+        from mulligan.frontends.terminal.trust import ask_trust
 
         def ask(question: str) -> str:  # the question first, as without an instant prompt
             nonlocal held

@@ -29,7 +29,6 @@ or a setting that is unknown or of the wrong type, is a `ConfigError` naming the
 from __future__ import annotations
 
 import os
-import tomllib
 from collections.abc import Iterable, Mapping, MutableMapping
 from pathlib import Path
 from typing import Any
@@ -97,6 +96,8 @@ def load_config(home: Path) -> dict[str, Any]:
         return {}
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read it: {exc.strerror}") from None
+    import tomllib  # only for a file there is (not on the way to the first prompt without)
+
     try:
         config = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:

@@ -19,7 +19,6 @@ import signal
 import subprocess
 import threading
 import time
-import uuid
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -121,6 +120,8 @@ def run_command(
     whole with the second), everything the command prints, however much: it is for a live
     view. It must return at once and never raise (the reader waits for it); what it is
     handed changes nothing in the `CommandRun` returned."""
+    import uuid  # with the first command, not when the tool is made (uuid imports platform)
+
     marker = f"{_MARKER}={uuid.uuid4().hex}"
     name, _, value = marker.partition("=")
     argv = sandbox.argv(cwd, command) if sandbox is not None else ["bash", "-c", command]

@@ -24,15 +24,14 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mulligan.app.workspace.monitor import Monitor
-from mulligan.app.workspace.store.snapshots import Manifest, Store, Unsafe, changed_paths
-
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the store and the monitor come with the first snapshot (`Checkpoints`)
+    from mulligan.app.workspace.monitor import Monitor
     from mulligan.app.workspace.restore import Restored
+    from mulligan.app.workspace.store.snapshots import Manifest, Store
 
 __all__ = ["FILE_TOOLS", "Checkpoints", "RestoreRefused", "expected_tree", "owners",
            "state_at", "workspace_of"]
@@ -100,10 +99,16 @@ class Checkpoints:
     """The recorder for one session in one folder: a Harness listener that snapshots before
     a file-changing tool runs, and `meta(message)`, which persist_to asks for the metadata
     of each message it appends (the snapshot after, for a tool result). Off (`enabled`
-    False, `why_off` says why) for $HOME, / and a store that cannot be written."""
+    False, `why_off` says why) for $HOME, / and a store that cannot be written. `store` may
+    be a function making it: it is then made when first needed (a snapshot, a diff, a
+    restore), not on the REPL's way to its first prompt, and the session files attached
+    before are excluded from it then."""
 
-    def __init__(self, store: Store, root: Path) -> None:
-        self.store, self.root = store, Path(root).resolve()
+    def __init__(self, store: Store | Callable[[], Store], root: Path) -> None:
+        self._store: Store | None = None if callable(store) else store
+        self._make: Callable[[], Store] | None = store if callable(store) else None
+        self._attached: list[Path] = []  # before the store was made
+        self.root = Path(root).resolve()
         self.enabled, self.why_off = True, ""
         # Changes to the folder, from inotify: an unchanged folder is not walked again.
         # Started at the first snapshot, not before the REPL's first prompt.
@@ -113,7 +118,19 @@ class Checkpoints:
         self._seen: Manifest | None = None  # that snapshot, when this object took it
         self._before: tuple[str, Manifest, list[str]] | None = None  # (call id, tree, outside)
 
+    @property
+    def store(self) -> Store:
+        if self._store is None:
+            assert self._make is not None
+            self._store = self._make()
+            for session_file in self._attached:
+                self._exclude(session_file)
+        return self._store
+
     def _take(self, reread: Iterable[str] = ()) -> Manifest | None:
+        from mulligan.app.workspace.monitor import Monitor
+        from mulligan.app.workspace.store.snapshots import Unsafe
+
         if not self.enabled:
             return None
         if self.monitor is None and self._monitoring:
@@ -129,6 +146,8 @@ class Checkpoints:
         """Stop watching the folder (the snapshots walk again), and write the stat index the
         store kept in memory. Idempotent."""
         self._monitoring = False
+        if self._store is None:  # never made: nothing to write
+            return
         with contextlib.suppress(OSError):  # a cache: a home that cannot be written loses it
             self.store.flush()
         if self.monitor is not None:
@@ -138,9 +157,16 @@ class Checkpoints:
     def attach(self, session_file: str | os.PathLike[str]) -> None:
         """The session recorded is `session_file` (a path; a database session's name is
         ignored): it and its sidecars are never part of a snapshot or a restore."""
-        if os.path.isabs(session_file):
-            with contextlib.suppress(OSError):  # a home that cannot be written: no memory
-                self.store.exclude_session(Path(session_file))
+        if not os.path.isabs(session_file):
+            return
+        if self._store is None:
+            self._attached.append(Path(session_file))
+        else:
+            self._exclude(Path(session_file))
+
+    def _exclude(self, session_file: Path) -> None:
+        with contextlib.suppress(OSError):  # a home that cannot be written: no memory
+            self.store.exclude_session(session_file)
 
     def baseline(self) -> dict[str, Any]:
         """The workspace metadata of the session's first entry: none. Nothing is walked
@@ -210,6 +236,8 @@ class Checkpoints:
 def _changes(before: Manifest, after: Manifest) -> list[str]:
     """What changed from `before` to `after`, leaving out paths that only became visible or
     invisible (ignored on either side): an ignore rule changed, nobody created them."""
+    from mulligan.app.workspace.store.snapshots import changed_paths
+
     return [p for p in changed_paths(before.files, after.files)
             if before.state(p) != "ignored" and after.state(p) != "ignored"]
 

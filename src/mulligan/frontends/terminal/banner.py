@@ -21,7 +21,6 @@ from typing import TextIO
 
 from mulligan import __version__
 from mulligan.app import Controller, model_label
-from mulligan.frontends.commands import count
 from mulligan.frontends.terminal.running import printable
 
 __all__ = ["banner", "print_lines"]
@@ -39,7 +38,8 @@ def banner(controller: Controller) -> list[str]:
     if controller.where is None:
         where = "not saved (--no-session)"
     elif controller.started:
-        where = f"{controller.where} ({count(len(controller.harness.messages), 'message')})"
+        n = len(controller.harness.messages)  # (not commands.count: the slash commands'
+        where = f"{controller.where} ({n} message{'' if n == 1 else 's'})"  # import)
     else:
         where = "new (written at the first message)"
     lines = [f"mulligan {__version__} · model {model_label(controller.model)} · "

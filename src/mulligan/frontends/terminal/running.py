@@ -12,6 +12,7 @@ Never prints; never raises on any text.
 
 from __future__ import annotations
 
+import functools
 import re
 import time
 
@@ -22,7 +23,7 @@ __all__ = ["RUNNING_LINES", "RunningOutput", "printable"]
 RUNNING_LINES = 5  # the last lines of a running command shown under it
 _KEEP = 8192  # characters of the output's end kept: far more than five lines need
 
-_ESCAPES = re.compile(
+_ESCAPES = (  # compiled at the first text that needs them (`_compiled`)
     r"\x1b\[[0-?]*[ -/]*[@-~]"            # CSI: colours, cursor moves, clears
     r"|\x1b\][^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)?"  # OSC: window title, hyperlinks, clipboard
     r"|\x1b[PX^_][^\x1b\x9c]*(?:\x1b\\|\x9c)?"  # DCS, SOS, PM, APC strings
@@ -30,21 +31,30 @@ _ESCAPES = re.compile(
     r"|\x9b[0-?]*[ -/]*[@-~]"             # 8-bit CSI
     r"|[\x90\x98\x9d\x9e\x9f][^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)?")  # 8-bit strings
 # Left after the sequences: controls other than tab and newline, DEL, C1, bidi overrides.
-_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+_CONTROLS = r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]"
 
 
 def printable(text: str) -> str:
     """`text` with nothing a terminal would act on: escape sequences and control characters
     out, tabs as spaces, each line as a carriage return leaves it (its last non-empty
     part). Newlines stay."""
-    if not _ESCAPES.search(text) and not _CONTROLS.search(text) and "\t" not in text:
+    if text.isprintable():  # no control (Cc), format (Cf: bidi) or separator but a space
+        return text
+    escapes, controls = _compiled()
+    if not escapes.search(text) and not controls.search(text) and "\t" not in text:
         return text
     lines = []
-    for line in _ESCAPES.sub("", text).split("\n"):
+    for line in escapes.sub("", text).split("\n"):
         if "\r" in line:
             line = next((part for part in reversed(line.split("\r")) if part), "")
-        lines.append(_CONTROLS.sub("", line.expandtabs()))
+        lines.append(controls.sub("", line.expandtabs()))
     return "\n".join(lines)
+
+
+@functools.cache
+def _compiled() -> tuple[re.Pattern[str], re.Pattern[str]]:
+    # Not at import: the banner's lines are printable as they are, most of the time.
+    return re.compile(_ESCAPES), re.compile(_CONTROLS)
 
 
 class RunningOutput:

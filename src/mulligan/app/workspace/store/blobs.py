@@ -26,8 +26,8 @@ import time
 import zlib
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from mulligan.app.workspace.store.delta import make_delta
 from mulligan.app.workspace.store.reading import (
@@ -43,6 +43,9 @@ from mulligan.app.workspace.store.reading import (
     _hash,
 )
 from mulligan.home import open_private, private_dirs
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future, ThreadPoolExecutor
 
 __all__ = ["MAGIC", "MAX_DEPTH", "Damaged", "Objects", "write_atomic"]
 
@@ -174,6 +177,9 @@ class Objects(Reader):
         self.write_staged(mine.pop("staged", []))  # a big snapshot: files, as before
         with self._lock:
             if self._pool is None:
+                # Imported with the first big snapshot, not on the REPL's way to its prompt.
+                from concurrent.futures import ThreadPoolExecutor
+
                 self._pool = ThreadPoolExecutor(max_workers=2,
                                                 thread_name_prefix="mulligan blobs")
             job = self._pool.submit(self._put_counted, name, data, base)
