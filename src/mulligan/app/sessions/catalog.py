@@ -8,7 +8,6 @@ a slug). Session files are created (by the Controller, `mulligan.home.create_pri
 
 from __future__ import annotations
 
-import secrets
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -40,6 +39,8 @@ def folder_dir(home: Path, cwd: Path) -> Path:
 def new_session_path(home: Path, cwd: Path, now: datetime | None = None) -> Path:
     """A fresh, unused file name for a new session of `cwd`: ``<timestamp>_<short-id>.jsonl``.
     The timestamp (UTC) comes first so that names sort oldest to newest. Nothing is created."""
+    import secrets  # here: only a new session needs it (`sessions tree` and `ls` do not)
+
     now = now or datetime.now(UTC)
     stamp = now.strftime("%Y-%m-%dT%H-%M-%S")
     return folder_dir(home, cwd) / f"{stamp}_{secrets.token_hex(3)}{SUFFIX}"
