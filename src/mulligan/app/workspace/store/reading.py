@@ -226,7 +226,7 @@ class Reader:
                                                       f"{chain[-1][0]} says depth "
                                                       f"{chain[-1][2]}"))
             data = self._whole(current, stored, name, chain, check=careful or not chain)
-            if chain and not careful:
+            if chain and not careful and len(data) <= _RECENT // 4:  # (as `_remember`)
                 first = (current, stored, data)
             break
         for link, _, _, packed in reversed(chain):
