@@ -16,7 +16,6 @@ changes between the check and the connection is not caught: the check is by name
 from __future__ import annotations
 
 import ipaddress
-import socket
 from typing import Any
 from urllib.parse import urljoin, urlsplit
 
@@ -75,6 +74,8 @@ def check_url(url: str, allow: tuple[str, ...]) -> str:
         raise ToolError(f"fetch refuses {url!r}: it names no host.")
     if allowed_domain(host, allow):
         return host
+    import socket  # with the first fetch, not when the tool is made
+
     try:
         infos = socket.getaddrinfo(host, parts.port or 443, type=socket.SOCK_STREAM)
     except (socket.gaierror, UnicodeError) as exc:

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 from dataclasses import dataclass
 
 __all__ = ["INSTALL_HINT", "Sandbox", "sandbox_problem"]
@@ -72,6 +71,8 @@ def sandbox_problem(network: bool = False) -> str | None:
     """Why `Sandbox(network)` cannot run here, in words with the fix; None when it can."""
     if shutil.which("bwrap") is None:
         return f"--sandbox needs bubblewrap, which is not installed: {INSTALL_HINT}"
+    import subprocess  # only with --sandbox
+
     probe = Sandbox(network).argv(os.getcwd() if os.path.isdir(os.getcwd()) else "/", "true")
     try:
         done = subprocess.run(probe, capture_output=True, text=True, timeout=10)

@@ -14,19 +14,20 @@ import codecs
 import contextlib
 import math
 import os
-import selectors
 import signal
-import subprocess
 import threading
 import time
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from mulligan.tools.base import Tool, ToolError
 from mulligan.tools.budget import MAX_BYTES, MAX_LINES, cut_utf8_tail, truncate_tail
 from mulligan.tools.sandbox import Sandbox
 from mulligan.tools.workspace import Root, Workspace
+
+if TYPE_CHECKING:  # subprocess and selectors come with the first command, not the tool
+    import subprocess
 
 __all__ = ["CommandRun", "CommandTimedOut", "bash_tool", "run_command"]
 
@@ -120,6 +121,7 @@ def run_command(
     whole with the second), everything the command prints, however much: it is for a live
     view. It must return at once and never raise (the reader waits for it); what it is
     handed changes nothing in the `CommandRun` returned."""
+    import subprocess
     import uuid  # with the first command, not when the tool is made (uuid imports platform)
 
     marker = f"{_MARKER}={uuid.uuid4().hex}"
@@ -161,6 +163,9 @@ def _wait(
 ) -> tuple[Literal["exited", "timeout", "aborted"], bool]:
     """Read output into `tail` until bash has exited and the output is closed, the deadline
     passes, or `abort` is set: (how it ended, whether background processes held the output)."""
+    import selectors
+    import subprocess
+
     eof, exited_at = False, None
     with selectors.DefaultSelector() as selector:
         selector.register(fd, selectors.EVENT_READ)
@@ -329,6 +334,8 @@ def _kill_marked(marker: bytes, group: int) -> int:
 def _drain(fd: int, tail: _Tail) -> None:
     """Collect what the killed processes had already written, without waiting for more than a
     moment: a process outside the group (setsid) may hold the pipe open indefinitely."""
+    import selectors
+
     deadline = time.monotonic() + 1.0
     with selectors.DefaultSelector() as selector:
         selector.register(fd, selectors.EVENT_READ)

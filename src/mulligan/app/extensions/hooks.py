@@ -25,7 +25,6 @@ import json
 import os
 import re
 import signal
-import subprocess
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -197,6 +196,8 @@ class Hooks:
         return json.dumps(data, ensure_ascii=False, default=str)
 
     def _one(self, hook: Hook, stdin: str, tool_name: str | None) -> Ran:
+        import subprocess  # with the first hook run, not on the REPL's way to its prompt
+
         started = time.monotonic()
         env = {**os.environ, "MULLIGAN_PROJECT_DIR": str(self.cwd),
                "CLAUDE_PROJECT_DIR": str(self.cwd)}

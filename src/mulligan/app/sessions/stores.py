@@ -16,7 +16,6 @@ so a session is never silently carried on in the wrong folder.
 from __future__ import annotations
 
 import os
-import socket
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -96,7 +95,7 @@ class FileSessions:
 
     def __init__(self, home: Path) -> None:
         self.home = Path(home)
-        self.host = socket.gethostname()
+        self.host = os.uname().nodename  # gethostname(), without socket's import
         self.name = str(self.home / "sessions")
 
     def push(self, lines: list[bytes], *, cwd: str | None, name: str | None) -> str:
@@ -143,7 +142,7 @@ class DatabaseSessions:
 
         self.home = Path(home)
         self.database: Database = Database(url)
-        self.host = socket.gethostname()
+        self.host = os.uname().nodename  # gethostname(), without socket's import
         self.name = self.database.name
 
     def push(self, lines: list[bytes], *, cwd: str | None, name: str | None) -> str:
