@@ -8,6 +8,7 @@ a slug). Session files are created (by the Controller, `mulligan.home.create_pri
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -39,11 +40,11 @@ def folder_dir(home: Path, cwd: Path) -> Path:
 def new_session_path(home: Path, cwd: Path, now: datetime | None = None) -> Path:
     """A fresh, unused file name for a new session of `cwd`: ``<timestamp>_<short-id>.jsonl``.
     The timestamp (UTC) comes first so that names sort oldest to newest. Nothing is created."""
-    import secrets  # here: only a new session needs it (`sessions tree` and `ls` do not)
-
     now = now or datetime.now(UTC)
     stamp = now.strftime("%Y-%m-%dT%H-%M-%S")
-    return folder_dir(home, cwd) / f"{stamp}_{secrets.token_hex(3)}{SUFFIX}"
+    # secrets.token_hex(3) is exactly this; its import (hmac, random) was on the REPL's way
+    # to its first prompt.
+    return folder_dir(home, cwd) / f"{stamp}_{os.urandom(3).hex()}{SUFFIX}"
 
 
 @dataclass
