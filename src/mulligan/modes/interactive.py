@@ -59,9 +59,9 @@ def _run(args: argparse.Namespace, err: TextIO, held: instant.Held | None) -> in
     from mulligan.frontends.terminal.banner import banner, print_lines
 
     controller = build_controller(args, err, defer=True, interactive=True)
-    begin(controller, servers=False)  # the REPL starts the MCP servers after its prompt
     load = getattr(controller.model, "load", None)
     if callable(load):
+        begin(controller, servers=False)  # before the local model's engine starts
         load()  # a local model's "loading model" line, before the prompt can draw over it
     print_lines(banner(controller), "dim")
     print_lines(controller.extensions.problems if controller.extensions else [], "yellow")
@@ -78,6 +78,10 @@ def _run(args: argparse.Namespace, err: TextIO, held: instant.Held | None) -> in
         show_recap(console, controller.harness.messages)
     if held is not None:
         held.prompt("\u203a ")  # the "›" the REPL's first prompt draws over, in place
+    if not callable(load):
+        # After the instant prompt (ctypes' import was on its way), before anything runs: the
+        # keys out of the environment; the REPL starts the MCP servers after its prompt.
+        begin(controller, servers=False)
     from mulligan.frontends.repl import Repl
 
     # --no-session writes nothing, the input history included.
