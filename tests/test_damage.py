@@ -176,3 +176,25 @@ def test_the_tree_of_a_file_whose_parents_are_sound_still_names_a_bad_message_an
         assert "line 2: entry e2 is a message entry holding" in done.stderr
         assert "line 3: label e3 names target 'e9', which is in no entry" in done.stderr
         assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("target", ["e01", "e0", "e²", "e٣", "e5", "e 1"])
+def test_a_label_naming_what_only_looks_like_a_line_id_is_named_by_the_check_after_the_tree(
+        tmp_path, target):
+    """With the line table of the tree's own read, the check works out each id's line from the
+    id (every id of such a file is "e" + its line number): an id that merely looks like one
+    -- a leading zero, line 0, a digit that is not ASCII, a line past the end -- is a target
+    in no entry, as the check of the file alone says."""
+    label = {"id": "e3", "type": "label", "parent_id": "e2", "target_id": target,
+             "label": "x"}
+    file = write(tmp_path / "s.jsonl", entry("e1", None), entry("e2", "e1"), label,
+                 entry("e4", "e3"))
+    log = SessionLog(file)
+    entries = log.entries()
+    assert log.table() is not None  # the proof the check takes
+    alone = check(file)
+    after = check(file, entries=entries, table=log.table(), count=False)
+    named = f"line 3: label e3 names target {target!r}, which is in no entry"
+    assert alone.problems == after.problems == [named]
+    done = cli(tmp_path, "sessions", "tree", "s.jsonl", "--all")
+    assert done.returncode == 1 and named in done.stderr, done.stderr

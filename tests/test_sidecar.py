@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mulligan.app.sessions.catalog import overview
-from mulligan.session import SessionLog
+from mulligan.session import SessionLog, UnknownEntry
 from mulligan.session import sidecar as tables
 from mulligan.session.maintenance import check
 from mulligan.session.sidecar import HEADER_SIZE, sidecar_path
@@ -89,6 +89,18 @@ def _summary_without_index(path: Path) -> Any:
         return overview(path)  # a full read (which writes the index again)
     finally:
         index.write_bytes(kept)
+
+
+@pytest.mark.parametrize("asked", ["e²", "e٣", "e01", "e0", "e99"])
+def test_an_id_that_only_looks_like_a_line_id_is_unknown_through_the_index_too(tmp_path, asked):
+    """Read through the index, an id is worked out from its line number: one that merely looks
+    like one (a digit that is not ASCII, a leading zero, line 0, past the end) is named as
+    unknown, as the full read names it -- not an int() error."""
+    path = tmp_path / "s.jsonl"
+    a_session(path)
+    for log in (SessionLog(path), SessionLog(path, sidecar=False)):
+        with pytest.raises(UnknownEntry, match="no entry has the id"):
+            log.entry(asked)
 
 
 def test_a_lazy_open_parses_only_the_lines_on_the_path(tmp_path):

@@ -33,6 +33,7 @@ from mulligan.session.sidecar import (
     kind_of,
     line_hash,
     load,
+    number_of,
 )
 from mulligan.session.stores.storage import FileStorage, read_at
 
@@ -106,9 +107,9 @@ class LazyFile:
 
     def position(self, entry_id: Any) -> int:
         """Where `entry_id` is: every id of a tabled file is "e" + its line number."""
-        if type(entry_id) is str and entry_id[:1] == "e" and entry_id[1:].isdigit() \
-                and entry_id[1:2] != "0" and int(entry_id[1:]) <= self.table.count:
-            return int(entry_id[1:]) - 1
+        number = number_of(entry_id, self.table.count)
+        if number is not None:
+            return number - 1
         raise UnknownEntry(f"no entry has the id {entry_id!r}", file=self.storage.name,
                            entry_id=str(entry_id))
 
