@@ -48,6 +48,18 @@ def write(path: str, content: str, id: str = "w1"):
     return reply(call("write", {"path": path, "content": content}, id=id))
 
 
+def ran(tmp_path: Path, files: dict[str, str], command: str) -> tuple[Controller, Path]:
+    """A folder holding `files`, and a session whose one turn ran `command` in it."""
+    work = tmp_path / "work"
+    work.mkdir()
+    for name, text in files.items():
+        (work / name).write_text(text)
+    c = session(tmp_path, bash(command), say("ok"))
+    list(c.run_prompt("go"))
+    assert c.checkpoints is not None and c.log is not None
+    return c, work
+
+
 def env_for(home: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
     return {**env, "MULLIGAN_HOME": str(home)}
@@ -197,11 +209,7 @@ def test_an_mmap_change_with_its_mtime_restored_is_caught_by_the_same_comparison
 
 def test_a_file_created_between_plan_and_apply_where_the_restore_creates_one_is_kept(
         tmp_path):
-    work = tmp_path / "work"
-    work.mkdir()
-    (work / "gone.txt").write_text("was here\n")
-    c = session(tmp_path, bash("rm gone.txt"), say("ok"))
-    list(c.run_prompt("remove"))
+    c, work = ran(tmp_path, {"gone.txt": "was here\n"}, "rm gone.txt")
     assert c.checkpoints is not None and c.log is not None
     chosen = back_plan(c.log, c.checkpoints, "e1")
     assert chosen is not None
@@ -236,11 +244,7 @@ def test_what_a_killed_restore_with_this_process_id_left_after_the_plan_is_repla
 
 def test_what_a_restore_killed_after_its_last_swap_left_goes_though_nothing_is_left_to_do(
         tmp_path):
-    work = tmp_path / "work"
-    work.mkdir()
-    (work / "a.txt").write_text("before\n")
-    c = session(tmp_path, bash("echo after > a.txt"), say("ok"))
-    list(c.run_prompt("change"))
+    c, work = ran(tmp_path, {"a.txt": "before\n"}, "echo after > a.txt")
     assert c.checkpoints is not None and c.log is not None
     # A restore killed once every path was swapped, before it removed what it swapped out
     # (and before it wrote its entry): the folder is the target's, a temporary name beside.
