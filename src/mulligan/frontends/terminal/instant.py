@@ -76,12 +76,11 @@ class Held:
         quiet[_CC][termios.VMIN] = 1
         self._quiet = quiet
         self._shown = ""        # the prompt drawn, until handed over or released
-        self._holding = False
         self._handlers: dict[int, object] = {}
-        self._set(self._quiet)
         self._holding = True
-        for number in (*_ENDING, signal.SIGTSTP):
+        for number in (*_ENDING, signal.SIGTSTP):  # first: no moment held without them
             self._handlers[number] = signal.signal(number, self._signalled)
+        self._set(self._quiet)
 
     @property
     def holding(self) -> bool:
