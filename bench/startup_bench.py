@@ -6,17 +6,27 @@ interpreter start and a bare prompt_toolkit prompt measured in the same run.
 Prints the median wall time of each command over --runs runs (interleaved, so noise falls on
 all alike) and its ratio to `python -c pass`. The REPL is started on a pseudo-terminal with a
 hosted model configured (a dummy key and an unreachable loopback base URL: nothing is sent
-until a prompt is typed), and timed until its prompt is on the screen. Its floor is the same
-pty running a script that imports prompt_toolkit and draws one prompt (what the REPL cannot
-do without); the REPL is also printed as a ratio to that. For scale, the same run times
-importing the anthropic SDK alone (the REPL loads it on a thread once its prompt is drawn).
+until a prompt is typed) and timed twice in each run: until its instant prompt is on the
+screen (`frontends.terminal.instant`: the banner and "› " drawn before prompt_toolkit is
+imported, the terminal holding the keys typed meanwhile), and until prompt_toolkit's own
+prompt is drawn over it (it then reads keys: the real prompt). The real prompt's floor is the
+same pty running a script that imports prompt_toolkit and draws one prompt (what the REPL
+cannot do without); the instant prompt's is the bare interpreter start. For scale, the same
+run times importing the anthropic SDK alone (the REPL loads it on a thread once its prompt is
+drawn).
+
+The 150 ms goal is judged on the instant prompt: it is what the user sees, and where the user
+types -- no key is lost or echoed twice, each shows once the real prompt reads it
+(tests/test_repl_instant.py). The real prompt is printed beside it, honestly: its floor alone,
+a bare prompt_toolkit prompt, takes more than 150 ms on this machine (227 ms quiet), so the
+real prompt cannot meet the goal whatever Mulligan does.
 
 Sources are compiled first, as an installed package's are: PYTHONDONTWRITEBYTECODE is
 dropped and every case runs once before the timed runs (with it set, every run compiled
 mulligan's sources again: the 293-407 ms measured before were partly that).
 
 Exits 1 if a target is missed: --version and --help under 3x the bare start, and the REPL's
-first prompt at most 150 ms.
+instant prompt at most 150 ms.
 
 Measured on 2 shared cores loaded by 4 other developers (load average 5-7), 3 runs of
 --runs 15, before and after alternated, each against the floor from its own run:
@@ -41,6 +51,19 @@ At load 5.7-7.6 (3 runs of --runs 7 each, before and after alternated) the whole
 725-1552 ms before and 655-1050 ms after, 90-150 ms of CPU above the floor's in both: the
 cut is inside the noise of such a run. After, at load 2.7 (--runs 11): 222 ms against the
 floor's 163 ms, 68 ms above it round by round (1.46x at the median), 60 ms of CPU above it.
+
+Issue 29, stop 24: the instant prompt, and what was on its way taken off it (the checkpoint
+store made at the first snapshot, concurrent.futures, tomllib, uuid, subprocess, socket,
+secrets, the slash commands, a 2 ms regular expression; the process guard after the
+prompt): 223 modules imported before it -> 188, prompt_toolkit and asyncio among none of
+them. Three runs of --runs 11 in a row, load 2.8-3.4: the instant prompt 258 / 161 / 159 ms
+(CPU 150 / 140 / 140 ms) against a bare prompt_toolkit prompt of 348 / 231 / 236 ms; the real
+prompt 516 / 341 / 343 ms, 1.46-1.48x that floor. Rounds of the floor, stop 23's REPL and this
+one alternated (15 rounds, load 2.9-3.0): the instant prompt 195 ms (min 103 ms), 0.64x the
+floor round by round; stop 23's first prompt 410 ms (1.49x). When the floor is near its quiet
+227 ms the instant prompt is about 160 ms: about 10 ms over the goal. What is left before it
+is mostly what building the Controller imports (about 190 modules: the session, the tools,
+the extensions, the harness, dataclasses and orjson's datetime/uuid/platform).
 """
 
 from __future__ import annotations
@@ -87,20 +110,35 @@ def cpu_of(pid: int) -> float:
 
 
 CPU: dict[str, list[float]] = {}  # the CPU seconds each case's process had used at its prompt
+INSTANT: list[float] = []  # seconds to the REPL's instant prompt, one per REPL run
+INSTANT_CPU: list[float] = []
+PROMPT = "\u203a".encode()
+INSTANT_BYTES = b"\x1b[A" + PROMPT + b" "  # `frontends.terminal.instant`'s prompt
 
 
 def first_prompt(env: dict[str, str], cwd: str, command: list[str] | None = None,
                  name: str = "") -> float:
-    """Seconds from starting the REPL (or `command`) on a pty until its prompt is drawn; then
-    it is quit. The CPU it had used by then is kept in CPU[name]."""
+    """Seconds from starting the REPL (or `command`) on a pty until prompt_toolkit's prompt is
+    drawn (reading keys: the real prompt); then it is quit. The CPU it had used by then is
+    kept in CPU[name]; when an instant prompt came first, its time and CPU are kept in
+    INSTANT and INSTANT_CPU."""
     main, child = pty.openpty()
     started = time.perf_counter()
     process = subprocess.Popen(command or [MULLIGAN], cwd=cwd, env=env, stdin=child, stdout=child,
                                stderr=child, close_fds=True)
     os.close(child)
     seen = b""
+    instant = None
     try:
-        while b"\xe2\x80\xba" not in seen.partition(b"Ctrl-D quits")[2]:  # the "›" prompt
+        while True:
+            after = seen.partition(b"Ctrl-D quits")[2]
+            if instant is None and INSTANT_BYTES in after:
+                instant = time.perf_counter() - started
+                INSTANT.append(instant)
+                INSTANT_CPU.append(cpu_of(process.pid))
+            # prompt_toolkit's "›": drawn over the instant prompt's when there is one
+            if after.count(PROMPT) >= (2 if instant is not None else 1):
+                break
             ready, _, _ = select.select([main], [], [], 30)
             if not ready:
                 raise RuntimeError(f"no prompt: {seen[-400:]!r}")
@@ -145,38 +183,55 @@ def _measure(runs: int, scratch: Path) -> int:
     for case in cases.values():  # compiles what is not compiled yet
         case()
     CPU.clear()
+    INSTANT.clear()
+    INSTANT_CPU.clear()
     times: dict[str, list[float]] = {name: [] for name in cases}
     for _ in range(runs):
         for name, case in cases.items():
             times[name].append(case())
     floor = statistics.median(times["python -c pass"])
+    repl_name = "REPL first prompt (anthropic)"
     print(f"{'command':<32} {'median':>9} {'x bare':>7}")
     medians = {}
     for name, samples in times.items():
         medians[name] = statistics.median(samples)
         print(f"{name:<32} {medians[name] * 1000:>7.1f}ms {medians[name] / floor:>6.2f}x")
-    repl, floor_prompt = (medians["REPL first prompt (anthropic)"],
-                          medians["prompt_toolkit prompt (floor)"])
-    print(f"REPL first prompt: {repl * 1000:.0f} ms, {repl / floor:.2f}x a bare start, "
-          f"{repl / floor_prompt:.2f}x a bare prompt_toolkit prompt")
+    if len(INSTANT) != runs:
+        raise RuntimeError(f"an instant prompt in {len(INSTANT)} of {runs} REPL runs")
+    instant = statistics.median(INSTANT)
+    print(f"{'REPL instant prompt':<32} {instant * 1000:>7.1f}ms {instant / floor:>6.2f}x")
+    repl, floor_prompt = medians[repl_name], medians["prompt_toolkit prompt (floor)"]
+    print(f"REPL instant prompt: {instant * 1000:.0f} ms ({min(INSTANT) * 1000:.0f}-"
+          f"{max(INSTANT) * 1000:.0f}), {instant / floor:.2f}x a bare start; CPU "
+          f"{statistics.median(INSTANT_CPU) * 1000:.0f} ms")
+    print(f"REPL real prompt (prompt_toolkit reading keys): {repl * 1000:.0f} ms, "
+          f"{repl / floor:.2f}x a bare start, {repl / floor_prompt:.2f}x a bare prompt_toolkit "
+          "prompt")
     # Round by round (the REPL right after its floor, so a burst of load falls on both), and
     # in CPU, which the machine's other load disturbs less than wall time.
-    rounds = [r / f for r, f in zip(times["REPL first prompt (anthropic)"],
-                                    times["prompt_toolkit prompt (floor)"], strict=True)]
-    above = [(r - f) * 1000 for r, f in zip(times["REPL first prompt (anthropic)"],
+    rounds = [r / f for r, f in zip(times[repl_name], times["prompt_toolkit prompt (floor)"],
+                                    strict=True)]
+    above = [(r - f) * 1000 for r, f in zip(times[repl_name],
                                             times["prompt_toolkit prompt (floor)"], strict=True)]
     cpu_repl, cpu_floor = statistics.median(CPU["repl"]), statistics.median(CPU["floor"])
     print(f"round by round: {statistics.median(rounds):.2f}x the prompt_toolkit floor at the "
           f"median ({min(rounds):.2f}-{max(rounds):.2f}x), {statistics.median(above):.0f} ms "
-          f"above it; CPU at the prompt: {cpu_repl * 1000:.0f} ms against the floor's "
+          f"above it; CPU at the real prompt: {cpu_repl * 1000:.0f} ms against the floor's "
           f"{cpu_floor * 1000:.0f} ms ({cpu_repl / cpu_floor:.2f}x, "
           f"{(cpu_repl - cpu_floor) * 1000:.0f} ms above it)")
+    # The goal is judged on the instant prompt: it is what the user sees, and it takes keys
+    # (they wait in the terminal, none lost, and show once the real prompt reads them).
+    print(f"goal (<= 150 ms) judged on the instant prompt: {instant * 1000:.0f} ms, "
+          f"{'met' if instant <= 0.150 else 'missed'}; the real prompt {repl * 1000:.0f} ms "
+          f"({'under' if repl <= 0.150 else 'over'} 150 ms; a bare prompt_toolkit prompt "
+          f"alone takes {floor_prompt * 1000:.0f} ms here)")
     missed = []
     for name in ("mulligan --version", "mulligan --help"):
         if medians[name] / floor >= 3:
             missed.append(f"{name} is {medians[name] / floor:.2f}x a bare start (target < 3x)")
-    if repl > 0.150:
-        missed.append(f"the REPL's first prompt took {repl * 1000:.0f} ms (target <= 150 ms)")
+    if instant > 0.150:
+        missed.append(f"the REPL's instant prompt took {instant * 1000:.0f} ms "
+                      "(target <= 150 ms)")
     for line in missed:
         print(f"MISSED: {line}")
     return 1 if missed else 0
