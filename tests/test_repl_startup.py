@@ -50,6 +50,9 @@ log = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_APPEND)
 def seen(event, args):
     if event == "import":
         os.write(log, f"{threading.current_thread().name}\\t{args[0]}\\n".encode())
+        if args[0] == "anthropic":  # the SDK loads once the prompt is drawn: the collector then
+            import gc
+            os.write(log, f"collector\\t{gc.isenabled()}\\n".encode())
 sys.addaudithook(seen)
 sys.argv = ["mulligan"]
 from mulligan.cli import run
@@ -113,6 +116,8 @@ def test_the_first_prompt_imports_no_sdk_and_the_model_loads_after_it_is_drawn(t
         seen = imports(log)
         loader = [at for at, (thread, _) in enumerate(seen) if thread.startswith("mulligan-load-")]
         assert ("mulligan-load-anthropic/claude-sonnet-4-6", "anthropic") in seen
+        # The cyclic collector, off while the REPL started (mulligan.cli), is on again.
+        assert ("collector", "True") in seen
         # Every import the prompt needed came before the loading thread's first one.
         assert min(loader) >= len(mine), \
             f"the model's SDK started loading before the prompt was drawn: {seen[min(loader)]}"

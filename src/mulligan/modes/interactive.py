@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import sys
 from typing import TYPE_CHECKING, TextIO
 
@@ -86,6 +87,7 @@ def _run(args: argparse.Namespace, err: TextIO, held: instant.Held | None) -> in
 
     # --no-session writes nothing, the input history included.
     history = None if args.no_session else home_of() / "history"
+    gc.enable()  # off while the REPL started (`mulligan.cli.main`): on before anything runs
     status = Repl(controller, console=console, history_file=history,
                   before_first_prompt=held.hand_over if held is not None else None).run()
     if controller.started and controller.where is not None:
