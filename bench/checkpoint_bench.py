@@ -29,9 +29,13 @@ virtualenv's site-packages. For each, in one run, best of --runs:
 - a turn with one `write` and one `bash` on a small project (examples/demo-project) through
   the Controller, with checkpoints and without (interleaved pairs, medians of the pairs'
   differences, wall and CPU time: see `turn`): the overhead against the tools' own time +
-  20 ms; target under 10% of it. A later turn's two snapshots that store something are one
-  journal record and one fdatasync each (`mulligan.app.workspace.store.journal`): under load
-  that flush, which waits for the other processes' writes, is most of what is left;
+  20 ms; target under 10% of it; each line says the load it ran at. A later turn's two
+  snapshots that store something are one journal record and one fdatasync each
+  (`mulligan.app.workspace.store.journal`): under load that flush, which waits for the other
+  processes' writes, is most of what is left (this disk's ext4 has no jbd2 journal, so the
+  session log's own flush cannot be made to carry the record: docs/checkpoints.md). The
+  home's journal starts empty here: a session's first snapshot in a home whose journal is
+  near full reads it first (3.0 ms, not counted here). Stop 24's figures: FIGURES;
 - store growth: 100 turns that each change one line of a 1 MB file: bytes the store grew by
   against git's packed repository of the same 101 versions (`git gc --aggressive` in a scratch
   repository, same run; target at most 3x), against what that repository grew by, against

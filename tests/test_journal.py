@@ -3,7 +3,8 @@ snapshot is one record and no file of its own, read back by a fresh store (anoth
 a record that does not check (torn, damaged) is never read and ends the ones after it, and
 the next record is written over it; a torn loose copy is read from the journal and written
 again when the journal is full; a full journal starts again with everything readable; gc
-never brings back what it freed; a store deleted under a running session gets a new journal;
+never brings back what it freed, and an object another process's gc freed is kept again by a
+snapshot that remembered it; a store deleted under a running session gets a new journal;
 snapshots killed at any moment leave every snapshot they returned readable; and a write's
 target is read again even when the monitor saw nothing."""
 
@@ -150,6 +151,30 @@ def test_gc_writes_the_journal_out_first_and_never_brings_back_what_it_freed(tmp
     assert fresh.load(kept.id).files == kept.files
     assert fresh.read_blob(kept.files["src/f4.py"][4]) == b"kept\n" * 40
     assert dropped.id not in fresh.tree_ids()
+
+
+def test_what_another_process_freed_is_kept_again_by_a_snapshot_that_remembered_it(tmp_path):
+    """A snapshot asks the journal as this process last read it (no rescan): an object it
+    remembers counts only while the header is unchanged -- after another process's gc
+    (a restart first, then the freeing) the same content is kept again, never named
+    missing."""
+    work = folder(tmp_path / "work")
+    mine = Store(tmp_path / "home")
+    base = mine.snapshot(work)
+    (work / "src" / "f4.py").write_text("freed elsewhere\n" * 40)
+    dropped = mine.snapshot(work, reread=["src/f4.py"])
+    blob = dropped.files["src/f4.py"][4]
+    (work / "src" / "f4.py").write_text("print(4)\n" * 40)
+    kept = mine.snapshot(work, reread=["src/f4.py"])
+    assert kept.id == base.id
+    assert Store(tmp_path / "home").gc([base.id], grace=0)[1] == 1  # another process's gc
+    assert not Store(tmp_path / "home").has_blob(blob)
+    other = tmp_path / "other"  # a folder new to this store: no index, every file hashed
+    other.mkdir()
+    (other / "f.py").write_text("freed elsewhere\n" * 40)
+    again = mine.snapshot(other)
+    assert again.files["f.py"][4] == blob
+    assert Store(tmp_path / "home").read_blob(blob) == b"freed elsewhere\n" * 40
 
 
 def test_a_store_deleted_under_a_running_session_gets_a_new_journal(tmp_path):
