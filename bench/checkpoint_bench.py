@@ -35,7 +35,9 @@ virtualenv's site-packages. For each, in one run, best of --runs:
   processes' writes, is most of what is left (this disk's ext4 has no jbd2 journal, so the
   session log's own flush cannot be made to carry the record: docs/checkpoints.md). The
   home's journal starts empty here: a session's first snapshot in a home whose journal is
-  near full reads it first (3.0 ms, not counted here). Stop 24's figures: FIGURES;
+  near full reads it first (3.0 ms, not counted here). Stop 24 (no quiet minute; main
+  before alternated run by run, load 2.6-3.0): a first turn 4.8-8.3% (before 9.4-11.3%), a
+  later turn 6.1-10.6% (before 10.3-22.0%); docs/checkpoints.md has every run;
 - store growth: 100 turns that each change one line of a 1 MB file: bytes the store grew by
   against git's packed repository of the same 101 versions (`git gc --aggressive` in a scratch
   repository, same run; target at most 3x), against what that repository grew by, against
