@@ -61,7 +61,11 @@ them. Three runs of --runs 11 in a row, load 2.8-3.4: the instant prompt 258 / 1
 prompt 516 / 341 / 343 ms, 1.46-1.48x that floor. Rounds of the floor, stop 23's REPL and this
 one alternated (15 rounds, load 2.9-3.0): the instant prompt 195 ms (min 103 ms), 0.64x the
 floor round by round; stop 23's first prompt 410 ms (1.49x). When the floor is near its quiet
-227 ms the instant prompt is about 160 ms: about 10 ms over the goal. What is left before it
+227 ms the instant prompt is about 160 ms: about 10 ms over the goal. Then the cyclic
+collector, off while the REPL starts (about 6% of the CPU to the prompt): three runs of
+--runs 11 in a row, load 2.1-2.4, the instant prompt 158 / 143 / 147 ms (CPU 140 / 130 / 120
+ms) against a floor of 237 / 230 / 224 ms; the real prompt 371 / 314 / 317 ms (1.37-1.57x the
+floor, 80-110 ms of CPU above it): the goal met in 2 of 3 runs. What is left before it
 is mostly what building the Controller imports (about 190 modules: the session, the tools,
 the extensions, the harness, dataclasses and orjson's datetime/uuid/platform).
 """

@@ -82,11 +82,6 @@ class Held:
             self._handlers[number] = signal.signal(number, self._signalled)
         self._set(self._quiet)
 
-    @property
-    def holding(self) -> bool:
-        """True until `hand_over` or `release`."""
-        return self._holding
-
     def prompt(self, text: str) -> None:
         """Draw `text` (the first prompt, one line) at the start of the cursor's line, with a
         free line kept under it; the cursor after it."""
