@@ -36,8 +36,8 @@ virtualenv's site-packages. For each, in one run, best of --runs:
   session log's own flush cannot be made to carry the record: docs/checkpoints.md). The
   home's journal starts empty here: a session's first snapshot in a home whose journal is
   near full reads it first (3.0 ms, not counted here). Stop 24 (no quiet minute; main
-  before alternated run by run, load 2.6-3.0): a first turn 4.8-8.3% (before 9.4-11.3%), a
-  later turn 6.1-10.6% (before 10.3-22.0%); docs/checkpoints.md has every run;
+  before alternated run by run; the quietest, load 1.4-1.9): a first turn 2.6-10.2% (before
+  11.6-16.2%), a later turn 6.9-14.1% (before 8.8-17.3%); docs/checkpoints.md has every run;
 - store growth: 100 turns that each change one line of a 1 MB file: bytes the store grew by
   against git's packed repository of the same 101 versions (`git gc --aggressive` in a scratch
   repository, same run; target at most 3x), against what that repository grew by, against
