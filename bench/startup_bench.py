@@ -65,7 +65,13 @@ floor round by round; stop 23's first prompt 410 ms (1.49x). When the floor is n
 collector, off while the REPL starts (about 6% of the CPU to the prompt): three runs of
 --runs 11 in a row, load 2.1-2.4, the instant prompt 158 / 143 / 147 ms (CPU 140 / 130 / 120
 ms) against a floor of 237 / 230 / 224 ms; the real prompt 371 / 314 / 317 ms (1.37-1.57x the
-floor, 80-110 ms of CPU above it): the goal met in 2 of 3 runs. What is left before it
+floor, 80-110 ms of CPU above it): the goal met in 2 of 3 runs. Quiet (load 0.5-0.9), three
+runs of --runs 11: the instant prompt 126 / 148 / 139 ms (CPU 110 / 130 / 120 ms) against a
+floor of 198 / 222 / 238 ms, the real prompt 278 / 319 / 308 ms (1.30-1.44x the floor): the
+goal met in 3 of 3 (and 128 / 137 / 153 ms in three more at load 0.6-1.0). Rounds of the
+floor, stop 23's REPL and this one alternated, quiet (load 0.3-0.5, 15 rounds): the instant
+prompt 130 ms (0.65x the floor), stop 23's first prompt 308 ms, this real prompt 291 ms, the
+floor 188 ms. What is left before it
 is mostly what building the Controller imports (about 190 modules: the session, the tools,
 the extensions, the harness, dataclasses and orjson's datetime/uuid/platform).
 """
