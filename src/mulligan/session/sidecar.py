@@ -158,10 +158,7 @@ class Table:
             parent = ROOT if entry.get("parent_id", 0) is None else (
                 up if up is not None and up < at else UNRESOLVED)
             parents.append(parent)
-            # the nearest message ancestor (`_nearest`), + 2, and the kind
-            nearest = parent if parent < 0 or 0 < marks[parent] & 0xFF < 3 else (
-                marks[parent] >> 8) - 2
-            marks.append((nearest + 2) << 8 | kind_of(entry))
+            marks.append((self._nearest(parent) + 2) << 8 | kind_of(entry))  # as `add`'s
         # the records' CRC over all the new records at once, not record by record (`add`):
         # that was most of building the table of a 100k-line file read whole
         self.ends.extend(ends[first:len(entries)])

@@ -78,19 +78,23 @@ def _hash(data: bytes | memoryview) -> bytes:
 def read_all(path: Path | str, size: int = 0, *, follow: bool = True) -> bytes:
     """The whole of the file at `path`, read to its end (not `follow`: a link is refused,
     ELOOP, and a fifo does not block); `size`: what it is expected to hold (lstat's), read
-    in one go. Four system calls where `Path.read_bytes` makes nine (its buffered file
-    object's fstat, tty check, seeks and size check): a restore reads hundreds of files."""
+    in one go. Three system calls where `Path.read_bytes` makes nine (its buffered file
+    object's fstat, tty check, seeks and size check): a restore reads hundreds of files, and
+    a snapshot every file it cannot vouch for. A file that grew since `size` is read on to
+    its end."""
     flags = os.O_RDONLY | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW | os.O_NONBLOCK)
     fd = os.open(path, flags)
     try:
-        chunks = []
         want = size + 1 if size > 0 else 1 << 16
-        while chunk := os.read(fd, want):
+        first = os.read(fd, want)
+        if len(first) < want:  # a short read of a file is its end: no read to find it
+            return first
+        chunks = [first]
+        while chunk := os.read(fd, 1 << 16):
             chunks.append(chunk)
-            want = max(want, 1 << 16)
     finally:
         os.close(fd)
-    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+    return b"".join(chunks)
 
 
 class Reader:
@@ -305,13 +309,13 @@ class Reader:
         """Which link of a chain that gave the wrong bytes is at fault (the slow path:
         every level is checked against its own hash)."""
         data = None
-        for link, _, _, _ in reversed(chain):
-            base = self._stored(link, journaled)[_HEAD + 1:_DELTA_HEAD].hex()
-            if data is None:
-                with contextlib.suppress(OSError, ValueError):
-                    data = self._whole(base, self._stored(base, journaled), name, [])
-                if data is None:
-                    return f"its first object {base} is damaged"
+        # the first object: the base of the chain's last delta (each other link's base is
+        # the delta below it)
+        base = self._stored(chain[-1][0], journaled)[_HEAD + 1:_DELTA_HEAD].hex()
+        with contextlib.suppress(OSError, ValueError):
+            data = self._whole(base, self._stored(base, journaled), name, [])
+        if data is None:
+            return f"its first object {base} is damaged"
         for link, digest, _, packed in reversed(chain):
             try:
                 data = apply_delta(data or b"", zlib.decompress(packed))

@@ -47,6 +47,7 @@ from mulligan.app.workspace.store.blobs import Objects, write_atomic
 from mulligan.app.workspace.store.collect import collect
 from mulligan.app.workspace.store.journal import Journal
 from mulligan.app.workspace.store.manifests import changed_paths, manifest_id, same_content
+from mulligan.app.workspace.store.reading import read_all
 from mulligan.app.workspace.store.walk import TEMP_MARK, Walk
 from mulligan.home import folder_slug, private_dirs
 
@@ -198,13 +199,19 @@ class Store:
 
     # ---- objects -------------------------------------------------------------------------
 
-    def blob_path(self, digest: str) -> Path:  # (one string: pathlib's joins cost 10 us)
+    def blob_path(self, digest: str) -> Path:
         check_id(digest, "blob hash")
-        return Path(f"{self.root}/blobs/{digest[:2]}/{digest[2:]}")
+        return Path(self._loose(b"b", digest))
 
     def _tree_path(self, tree_id: str) -> Path:
         check_id(tree_id)
-        return Path(f"{self.root}/trees/{tree_id}.json")
+        return Path(self._loose(b"t", tree_id))
+
+    def _loose(self, letter: bytes, name: str) -> str:
+        """Where object `name` (checked by the caller) of folder `letter` (b"b" a blob, b"t" a
+        manifest) has its own file: one string (pathlib's joins cost 10 us a lookup)."""
+        return f"{self.root}/blobs/{name[:2]}/{name[2:]}" if letter == b"b" else \
+            f"{self.root}/trees/{name}.json"
 
     def keep(self, data: bytes, *, durable: bool = True) -> str:
         """Store `data` whatever its size (a restore's copy of what it replaces); its hash.
@@ -233,8 +240,7 @@ class Store:
             return True
         if not _HEX40.fullmatch(name):  # (an index file's tree is data)
             return False
-        return os.access(f"{self.root}/blobs/{name[:2]}/{name[2:]}" if letter == b"b" else
-                         f"{self.root}/trees/{name}.json", os.F_OK)
+        return os.access(self._loose(letter, name), os.F_OK)
 
     def _write_manifest(self, tree_id: str, root: Path, files: dict[str, FileFacts],
                         skipped: dict[str, str], ignored: list[str],
@@ -360,7 +366,7 @@ class Store:
                 skipped[rel] = f"the snapshot reached its {self.max_snapshot >> 20} MB limit"
                 continue
             try:
-                data = _read(os.path.join(root, rel), size)
+                data = read_all(os.path.join(root, rel), size)
             except OSError as exc:  # vanished, or unreadable: not restorable
                 skipped[rel] = f"could not be read ({exc.strerror})"
                 continue
@@ -477,15 +483,3 @@ class _Bases:
         self._load()
         return self._tree
 
-
-def _read(path: str, size: int) -> bytes:
-    """The bytes of the file at `path` (`size` as stated; it may have grown since): os calls,
-    no buffered file object (open(), ioctl, two lseeks and an fstat of its own)."""
-    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    try:
-        parts = [os.read(fd, size + 1)]
-        while len(parts[-1]) > (size if len(parts) == 1 else 0):  # grew: read on to the end
-            parts.append(os.read(fd, 1 << 20))
-        return b"".join(parts)
-    finally:
-        os.close(fd)
