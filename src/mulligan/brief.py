@@ -15,7 +15,12 @@ from typing import Any
 
 from mulligan.messages import content_text
 
-__all__ = ["arguments_text", "call_text", "cut", "flat", "message_line"]
+__all__ = ["arguments_text", "call_text", "count", "cut", "flat", "message_line"]
+
+
+def count(number: int, noun: str) -> str:
+    """"1 message", "2 messages"."""
+    return f"{number} {noun}{'' if number == 1 else 's'}"
 
 
 def flat(text: Any, room: int | None = None) -> str:

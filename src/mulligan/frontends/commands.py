@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mulligan.app import Controller, SessionSummary, model_label
+from mulligan.brief import count
 from mulligan.frontends.slash import (
     KeyQuestion,
     ListPick,
@@ -264,11 +265,6 @@ def resume_to(c: Controller, target: str) -> Outcome:
     notice = [n for n in (c.model_notice, c.notice) if n]
     return Outcome([*notice, f"resumed {target} ({count(len(c.harness.messages), 'message')} "
                     "on its branch)"], recap=list(c.harness.messages))
-
-
-def count(number: int, noun: str) -> str:
-    """"1 message", "2 messages"."""
-    return f"{number} {noun}{'' if number == 1 else 's'}"
 
 
 def _model(c: Controller, args: list[str], width: int) -> Outcome:

@@ -21,6 +21,7 @@ from typing import TextIO
 
 from mulligan import __version__
 from mulligan.app import Controller, model_label
+from mulligan.brief import count
 from mulligan.frontends.terminal.running import printable
 
 __all__ = ["banner", "print_lines"]
@@ -39,8 +40,7 @@ def banner(controller: Controller) -> list[str]:
     if controller.where is None:
         where = "not saved (--no-session)"
     elif controller.started:
-        n = len(controller.harness.messages)  # (not commands.count: the slash commands'
-        where = f"{controller.where} ({n} message{'' if n == 1 else 's'})"  # import)
+        where = f"{controller.where} ({count(len(controller.harness.messages), 'message')})"
     else:
         where = "new (written at the first message)"
     lines = [f"mulligan {__version__} · model {model_label(controller.model)} · "
