@@ -38,6 +38,9 @@ virtualenv's site-packages. For each, in one run, best of --runs:
   near full reads it first (3.0 ms, not counted here). Stop 24 (no quiet minute; main
   before alternated run by run; the quietest, load 1.4-1.9): a first turn 2.6-10.2% (before
   11.6-16.2%), a later turn 6.9-14.1% (before 8.8-17.3%); docs/checkpoints.md has every run;
+- a new process's first turn (`fresh`, also with --only-turn): the recorder's own calls,
+  wall, in new processes (its imports and inotify instance included), the model's first reply
+  after 300 ms (target under 10% of tool time + 20 ms) and at once (printed, no target);
 - store growth: 100 turns that each change one line of a 1 MB file: bytes the store grew by
   against git's packed repository of the same 101 versions (`git gc --aggressive` in a scratch
   repository, same run; target at most 3x), against what that repository grew by, against
@@ -50,6 +53,7 @@ on this loaded machine: docs/checkpoints.md "Measured".
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import random
 import shutil
@@ -378,6 +382,90 @@ def turn(project: Path, scratch: Path, rounds: int, missed: list[str]) -> None:
     report("a later turn", laters)
 
 
+# A new process's first turn, as `mulligan -p` or the REPL's first prompt runs it: the model's
+# first reply (a `write`) comes after `latency` s, then a `bash`, then "done". Prints JSON: the
+# recorder's own calls (Checkpoints.listener and .meta, wall), the tools' time, the turn's.
+_FRESH = """
+import json, sys, time
+from pathlib import Path
+from mulligan.app import Controller
+from mulligan.app.sessions.catalog import new_session_path
+from mulligan.app.settings import Settings
+from mulligan.app.workspace.checkpoints import Checkpoints
+from mulligan.testing import ScriptedModel, call, reply, say
+from mulligan.tools import coding_tools
+
+work, home, latency = Path(sys.argv[1]), Path(sys.argv[2]), float(sys.argv[3])
+spent = [0.0]
+for name in ("listener", "meta"):
+    def timed(*args, _call=getattr(Checkpoints, name), **kwargs):
+        began = time.perf_counter()
+        try:
+            return _call(*args, **kwargs)
+        finally:
+            spent[0] += time.perf_counter() - began
+    setattr(Checkpoints, name, timed)
+def first(request):
+    time.sleep(latency)
+    return reply(call("write", {"path": "new.txt", "content": "x"}, id="w"))
+def store():
+    from mulligan.app.workspace.store.snapshots import Store
+    return Store(home)
+script = [first, reply(call("bash", {"command": "echo 1 > out.txt"}, id="b")), say("done")]
+c = Controller(ScriptedModel(script), coding_tools(work), Settings(cwd=work, home=home),
+               new_session_path(home, work), checkpoints=Checkpoints(store, work))
+tools, began, started = 0.0, 0.0, time.perf_counter()
+for event in c.run_prompt("go"):
+    if event["type"] == "tool_execution_start":
+        began = time.perf_counter()
+    elif event["type"] == "tool_execution_end":
+        tools += time.perf_counter() - began
+print(json.dumps({"recorder": spent[0], "tools": tools,
+                  "turn": time.perf_counter() - started - latency}))
+c.close()
+"""
+
+
+def fresh(project: Path, scratch: Path, rounds: int, missed: list[str]) -> None:
+    """A session's first turn in a new process (`turn` runs its first turns in this one, whose
+    imports are done): what the recorder's own calls take, wall, against the tools' time + 20
+    ms, the median of `rounds` processes (each on its own settled copy of `project`, one home
+    made by an untimed first run, and a bytecode cache of their own filled by it, as an
+    installed mulligan has). The model answers after 300 ms (a fast provider's first reply;
+    the recorder readies its monitor and the store's modules on a thread meanwhile:
+    `Checkpoints._warm`) -- the goal, < 10% -- and at once (a model no provider is: printed,
+    the imports then wait in the turn)."""
+    env = {**os.environ, "PYTHONPYCACHEPREFIX": str(scratch / "fresh-pycache")}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    home = scratch / "fresh-home"
+    works = [scratch / "fresh" / str(n) for n in range(2 * rounds + 1)]
+    for work in works:
+        shutil.copytree(project, work)
+    time.sleep(statindex.MARGIN / 1e9 + 0.2)
+
+    def child(work: Path, latency: float) -> dict[str, float]:
+        done = subprocess.run([sys.executable, "-c", _FRESH, str(work), str(home),
+                               str(latency)], env=env, capture_output=True, text=True,
+                              check=True)
+        return json.loads(done.stdout.strip().splitlines()[-1])
+
+    child(works[-1], 0.0)  # the home, its journal and the bytecode cache: made untimed
+    for n, latency in enumerate((0.3, 0.0)):
+        runs = [child(works[n * rounds + r], latency) for r in range(rounds)]
+        spent = statistics.median(r["recorder"] for r in runs)
+        low, _, high = statistics.quantiles([r["recorder"] for r in runs], n=4)
+        budget = statistics.median(r["tools"] for r in runs) + 0.020
+        print(f"turn (write + bash, {project.name}), a new process's first turn, the model's "
+              f"first reply after {latency * 1000:.0f} ms, load "
+              f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}: the recorder's calls "
+              f"{spent * 1000:.1f} ms (quartiles {low * 1000:.1f} .. {high * 1000:.1f}) = "
+              f"{spent / budget:.1%} of tool time + 20 ms"
+              + (" (target < 10%" if latency else " (no target: no provider answers at once")
+              + f"; median of {rounds} processes)")
+        if latency and spent > 0.1 * budget:
+            missed.append(f"a new process's first turn {spent / budget:.1%} of tool time + 20 ms")
+
+
 def packed(repo: Path) -> int:
     """Bytes of git's packed repository after `git gc --aggressive` (what `git count-objects
     -v` calls size-pack, in bytes, plus anything left loose)."""
@@ -438,6 +526,8 @@ def main() -> int:
     parser.add_argument("--only-snapshots", action="store_true",
                         help="the two trees' snapshot figures alone (no restore, turn, growth)")
     parser.add_argument("--turns", type=int, default=30, help="interleaved pairs of turns")
+    parser.add_argument("--fresh", type=int, default=9,
+                        help="new processes for a first turn, per model latency")
     args = parser.parse_args()
     scratch = Path(tempfile.mkdtemp(prefix="mulligan-checkpoint-bench-"))
     missed: list[str] = []
@@ -446,8 +536,9 @@ def main() -> int:
             growth(scratch, missed)
             return 1 if missed else 0
         if args.only_turn:
-            turn(Path(__file__).resolve().parents[1] / "examples" / "demo-project", scratch,
-                 args.turns, missed)
+            demo = Path(__file__).resolve().parents[1] / "examples" / "demo-project"
+            turn(demo, scratch, args.turns, missed)
+            fresh(demo, scratch, args.fresh, missed)
             return 1 if missed else 0
         if not args.only_snapshots:
             restore(scratch, args.files, args.runs, missed)
@@ -459,8 +550,9 @@ def main() -> int:
         compare("site-packages", packages, args.runs, scratch, missed)
         if args.only_snapshots:
             return 1 if missed else 0
-        turn(Path(__file__).resolve().parents[1] / "examples" / "demo-project", scratch,
-             args.turns, missed)
+        demo = Path(__file__).resolve().parents[1] / "examples" / "demo-project"
+        turn(demo, scratch, args.turns, missed)
+        fresh(demo, scratch, args.fresh, missed)
         growth(scratch, missed)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)

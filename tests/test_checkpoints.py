@@ -283,3 +283,36 @@ def test_sessions_back_files_exits_1_naming_the_file_and_changes_nothing(tmp_pat
     kept = subprocess.run([*run, "sessions", "back", str(file), "e1", "--files", "--keep-mine"],
                           cwd=work, env=env, capture_output=True, text=True)
     assert kept.returncode == 0 and "kept as they are: a.txt" in kept.stdout
+
+
+def _inotify_descriptors() -> int:
+    fds = Path("/proc/self/fd")
+    if not fds.is_dir():
+        pytest.skip("no /proc/self/fd on this system")
+    count = 0
+    for fd in fds.iterdir():
+        try:
+            count += os.readlink(fd) == "anon_inode:inotify"
+        except OSError:  # the listing's own descriptor, closed by now
+            continue
+    return count
+
+
+def test_a_prompt_readies_the_monitor_the_first_snapshot_uses_and_close_closes_it(tmp_path):
+    """The recorder opens its inotify instance on a thread as a prompt starts (the imports
+    and the instance cost a new process 25-40 ms, hidden behind the model's answer); the first
+    snapshot uses that one -- not a second -- and closing a recorder whose prompt changed
+    nothing closes it all the same."""
+    before = _inotify_descriptors()
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    quiet = session(tmp_path / "a", say("nothing to change"))
+    list(quiet.run_prompt("hi"))
+    quiet.close()
+    assert _inotify_descriptors() == before
+    busy = session(tmp_path / "b", write("a.txt", "a\n"), say("done"))
+    list(busy.run_prompt("write"))
+    assert busy.checkpoints is not None and busy.checkpoints.monitor is not None
+    assert _inotify_descriptors() == before + 1
+    busy.close()
+    assert _inotify_descriptors() == before

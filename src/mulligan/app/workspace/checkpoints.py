@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -114,6 +115,9 @@ class Checkpoints:
         # Started at the first snapshot, not before the REPL's first prompt.
         self.monitor: Monitor | None = None
         self._monitoring = True
+        # What the first snapshot needs, made on a thread while the model thinks (`_warm`).
+        self._warming: threading.Thread | None = None
+        self._warmed: list[Monitor | None] = []
         self._last: str | None = None  # what the session last saw: the expected state
         self._seen: Manifest | None = None  # that snapshot, when this object took it
         self._before: tuple[str, Manifest, list[str]] | None = None  # (call id, tree, outside)
@@ -134,7 +138,8 @@ class Checkpoints:
         if not self.enabled:
             return None
         if self.monitor is None and self._monitoring:
-            self.monitor = Monitor.start(self.root)
+            self.monitor = self._warm_monitor() if self._warming is not None \
+                else Monitor.start(self.root)
             self._monitoring = self.monitor is not None
         try:
             return self.store.snapshot(self.root, reread=reread, monitor=self.monitor)
@@ -142,10 +147,41 @@ class Checkpoints:
             self.enabled, self.why_off = False, str(exc)
             return None
 
+    def _warm(self) -> None:
+        """A prompt starts: on a thread, while the model is asked, import what the first
+        snapshot needs and open the inotify instance (in a new process 25-40 ms on this
+        machine: the store's modules, ctypes and inotify_simple, whose first call looks for
+        libc with a subprocess), so the first call that changes files does not wait for it.
+        Once a recorder's life; nothing is watched or walked here (the first snapshot
+        watches each folder before it reads it)."""
+        if self._warming is not None or self.monitor is not None or not self._monitoring \
+                or not self.enabled:
+            return
+
+        def warm() -> None:
+            from mulligan.app.workspace.monitor import Monitor
+            from mulligan.app.workspace.store import snapshots  # noqa: F401 (imported early)
+
+            self._warmed.append(Monitor.start(self.root))
+
+        self._warming = threading.Thread(target=warm, name="mulligan-checkpoints-warm",
+                                         daemon=True)
+        self._warming.start()
+
+    def _warm_monitor(self) -> Monitor | None:
+        """The monitor `_warm`'s thread opened (waited for: it may still be importing)."""
+        assert self._warming is not None
+        self._warming.join()
+        return self._warmed.pop() if self._warmed else None
+
     def close(self) -> None:
         """Stop watching the folder (the snapshots walk again), and write the stat index the
         store kept in memory. Idempotent."""
         self._monitoring = False
+        if self._warming is not None and self.monitor is None:  # opened, never used
+            unused = self._warm_monitor()
+            if unused is not None:
+                unused.close()
         if self._store is None:  # never made: nothing to write
             return
         with contextlib.suppress(OSError):  # a cache: a home that cannot be written loses it
@@ -186,9 +222,12 @@ class Checkpoints:
 
     def listener(self, event: Mapping[str, Any]) -> None:
         """Snapshot before a write, edit or bash call runs (listeners hear tool_execution_start
-        before the tool is run)."""
-        if event.get("type") != "tool_execution_start" or event.get("tool_name") not in \
-                FILE_TOOLS:
+        before the tool is run); ready the first snapshot as a prompt starts (`_warm`)."""
+        kind = event.get("type")
+        if kind == "agent_start":
+            self._warm()
+            return
+        if kind != "tool_execution_start" or event.get("tool_name") not in FILE_TOOLS:
             return
         arguments = event.get("arguments") or {}
         target = arguments.get("path") if isinstance(arguments, Mapping) else None
