@@ -4,6 +4,7 @@ the agent did not write."""
 
 from __future__ import annotations
 
+import gc
 import os
 import stat
 from pathlib import Path
@@ -286,6 +287,9 @@ def test_sessions_back_files_exits_1_naming_the_file_and_changes_nothing(tmp_pat
 
 
 def _inotify_descriptors() -> int:
+    """The inotify instances this process has open (the earlier tests' recorders collected
+    first: a recorder never closed is closed by its finalizer)."""
+    gc.collect()
     fds = Path("/proc/self/fd")
     if not fds.is_dir():
         pytest.skip("no /proc/self/fd on this system")
