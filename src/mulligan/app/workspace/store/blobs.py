@@ -272,11 +272,21 @@ class Objects(Reader):
                       "refused")
 
     def _touch(self, name: str, journal: Journaled) -> None:
-        """mtime now (`_hold`); an object kept in the journal has no file to touch and needs
-        none: gc writes the journal out before it lists the store, and the delta made now
-        keeps it (`collect._with_bases`: a recent object keeps its chain)."""
-        if (self.letter, name) not in journal:
+        """mtime now (`_hold`). An object kept in the journal or a pack may have no file to
+        touch: if its record is younger than `_HOLD_FOR` (far within gc's grace) it needs
+        none -- a gc writes it out dated then, and keeps it. An older one is written to its
+        loose file now (not durable: the record is the durable copy), or its file touched:
+        a gc in another process between this lookup and the new delta's record would
+        otherwise write it out dated long ago and free it, leaving the delta without its
+        base (the delta, in the journal, is not in gc's listing to keep it)."""
+        found = journal.get((self.letter, name))
+        if found is None:
             os.utime(self.path_of(name))
+        elif found[0] < time.time_ns() - _HOLD_FOR * 1e9:
+            try:
+                os.utime(self.path_of(name))  # (spilled already: its file is there)
+            except FileNotFoundError:
+                write_atomic(self.path_of(name), found[1], durable=False)
 
     def _note(self, name: str, depth: int, base: str | None, when: float) -> None:
         with self._lock:

@@ -1,5 +1,6 @@
 """`Store.gc`'s freeing: what no kept snapshot needs goes, never a base a kept object needs,
-never what was written within the grace period, never what the journal would bring back.
+never what was written within the grace period, never what the journal or a pack would bring
+back.
 
 In: a `Store`, the snapshot ids to keep, the grace in seconds. Out: (trees, blobs, bytes)
 freed. Never: free an object a kept one is (through its chain) a delta of, or anything newer
@@ -27,7 +28,7 @@ def collect(store: Store, keep: Iterable[str], grace: float) -> tuple[int, int, 
     manifest that is a delta of one freed is first written whole (a freed snapshot never
     stays alive, blobs and all, as another's base). Returns (trees, blobs, bytes) freed."""
     recent = time.time() - grace
-    store.journal.restart()  # what it vouches for is on disk: nothing freed comes back from it
+    store.journal.restart()  # it and its packs on disk as files: nothing freed comes back
     wanted = set(keep)
     folder = store.root / "trees"  # the files (the journal is empty now)
     trees = {f.stem: f for f in folder.glob("*.json") if re.fullmatch("[0-9a-f]{40}", f.stem)} \
