@@ -18,7 +18,10 @@ virtualenv's site-packages. For each, in one run, best of --runs:
   floor (the walk's C part alone: `_lstats.differ` of every indexed path on two threads,
   the index already in memory) are interleaved round by round (at least 9), ratio of the
   best of each, medians beside it; then one file is written and the next monitored
-  snapshot must have it;
+  snapshot must have it. Then one file changed, watched (`Store.snapshot` after a tool in a
+  big tree: the monitor names the file and the snapshot looks at it alone,
+  `mulligan.app.workspace.store.looks`) against `git status` of the tree with one file
+  changed, interleaved rounds (no target: the floor is printed beside it);
 - first: the first snapshot into an empty store vs `git add -A && git write-tree` into a
   fresh scratch repository; target at most 1.5x;
 - a restore of 100 changed files in a generated tree of --files (first, and alone with
@@ -169,6 +172,21 @@ def compare(name: str, tree: Path, runs: int, scratch: Path, missed: list[str]) 
     assert monitor is not None, "inotify is not available here"
     store.snapshot(repo, monitor=monitor)  # the walk that sets the watches
     unchanged = best(lambda: store.snapshot(repo, monitor=monitor), runs)
+    # One file changed, watched (a session's snapshot after a tool in a big tree): the
+    # monitor names it, the snapshot looks at it alone. Its floor: `git status` of the same
+    # tree with one file changed, rounds interleaved.
+    target = min(p for p in repo.rglob("*.py") if ".git" not in p.parts)
+    original = target.read_bytes()
+    looked = store.ways["looked"]
+    changed_statuses, changed_snaps = [], []
+    for n in range(max(runs, 9)):
+        target.write_bytes(original + f"# change {n}\n".encode())
+        changed_statuses.append(best(lambda: git(repo, "status", "--porcelain"), 1))
+        target.write_bytes(original + f"# change {n}.\n".encode())
+        changed_snaps.append(best(lambda: store.snapshot(repo, monitor=monitor), 1))
+    target.write_bytes(original)
+    looked = store.ways["looked"] - looked
+    changed_status, changed_snap = min(changed_statuses), min(changed_snaps)
     (repo / "touched.txt").write_text("a change\n")
     noticed = store.snapshot(repo, monitor=monitor)  # a change is walked, not missed
     assert "touched.txt" in noticed.files, "the monitor missed a change"
@@ -194,6 +212,10 @@ def compare(name: str, tree: Path, runs: int, scratch: Path, missed: list[str]) 
     print(f"  unchanged snapshot {unchanged * 1000:8.3f} ms   git status      "
           f"{status * 1000:8.1f} ms   {unchanged / status:5.3f}x (target <= 1.5x; the "
           "session's inotify monitor saw no change)")
+    print(f"  one file changed   {changed_snap * 1000:8.1f} ms   git status      "
+          f"{changed_status * 1000:8.1f} ms   {changed_snap / changed_status:5.2f}x (medians "
+          f"{statistics.median(changed_snaps) / statistics.median(changed_statuses):.2f}x; the "
+          f"monitor named it: looked at in {looked} of {len(changed_snaps)} interleaved rounds)")
     print(f"  unchanged, walked  {walked * 1000:8.1f} ms   {walked / status:5.2f}x git status "
           f"(target <= 1.5x; {by_median:.2f}x by medians; no monitor, as after a restart or "
           "without inotify: the stat index read from disk)")

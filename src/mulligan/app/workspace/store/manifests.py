@@ -14,8 +14,9 @@ snapshots of a folder share most lines byte for byte: a line already decoded is 
 again, and its facts are the same tuple (comparing two manifests' facts is then mostly an
 identity check). Only the lines that differ, and the first and the last, go through orjson.
 
-Also here (moved from `snapshots`, which re-exports them): `manifest_id` (a snapshot's id from
-its content), `changed_paths` (what differs between two manifests' files) and `same_content`.
+Also here (moved from `snapshots`, which re-exports them): `Manifest` (one snapshot),
+`manifest_id` (a snapshot's id from its content), `changed_paths` (what differs between two
+manifests' files) and `same_content`.
 
 Never: a result other than decoding the whole JSON would give. A line is reused only when
 its bytes equal a line that was one path of a manifest decoded before; each new line must
@@ -26,7 +27,7 @@ layout, many new lines) is decoded whole, as before.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import compress, islice
 from operator import ne, not_
 from typing import TYPE_CHECKING, Any
@@ -36,7 +37,8 @@ import orjson
 if TYPE_CHECKING:
     from mulligan.app.workspace.store.snapshots import FileFacts
 
-__all__ = ["Decoded", "changed_paths", "decode", "encode", "manifest_id", "same_content"]
+__all__ = ["Decoded", "Manifest", "changed_paths", "decode", "encode", "manifest_id",
+           "same_content"]
 
 _MOST_NEW = 1024  # lines not seen before, at most, read one by one (else the whole is read)
 
@@ -56,6 +58,46 @@ class Decoded:
             self._table = dict(zip(self.lines[1:-1], islice(self.known, 1, len(self.known) - 1),
                                    strict=True))
         return self._table
+
+
+@dataclass
+class Manifest:
+    """One snapshot: `files` maps each path (relative, "/"-separated) to its FileFacts;
+    `skipped` maps a path left out to why (its content is unknown); `ignored` lists the
+    topmost paths the walk did not enter because git ignores them (as the rules were then),
+    or because they are `.git` or Mulligan's own files. `temps` (not stored): leftovers of a
+    restore the walk saw."""
+
+    id: str
+    files: dict[str, FileFacts]
+    skipped: dict[str, str] = field(default_factory=dict)
+    ignored: list[str] = field(default_factory=list)
+    temps: list[str] = field(default_factory=list)
+
+    def state(self, rel: str) -> str:
+        """"present", "absent", "ignored" or "unknown": what this snapshot knows of `rel`.
+        Only "absent" says the path was not there; "ignored" and "unknown" say nothing of it."""
+        if rel in self.files:
+            return "present"
+        ignored = self._ignored_set()
+        at = 0
+        while True:
+            cut = rel.find("/", at)
+            prefix = rel if cut < 0 else rel[:cut]
+            if prefix in self.skipped:
+                return "unknown"
+            if prefix in ignored or prefix[at:] == ".git":
+                return "ignored"
+            if cut < 0:
+                break
+            at = cut + 1
+        return "unknown" if "." in self.skipped else "absent"
+
+    def _ignored_set(self) -> set[str]:
+        found = self.__dict__.get("_ignored")
+        if found is None:
+            found = self.__dict__["_ignored"] = set(self.ignored)
+        return found
 
 
 def encode(root: object, files: dict[str, FileFacts], skipped: dict[str, str],

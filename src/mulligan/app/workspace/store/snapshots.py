@@ -37,18 +37,22 @@ import re
 import stat
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from mulligan.app.workspace.monitor import Monitor, still
-from mulligan.app.workspace.store import manifests, statindex
+from mulligan.app.workspace.store import looks, manifests, statindex
 from mulligan.app.workspace.store.blobs import Objects, write_atomic
 from mulligan.app.workspace.store.collect import collect
 from mulligan.app.workspace.store.journal import Journal
-from mulligan.app.workspace.store.manifests import changed_paths, manifest_id, same_content
+from mulligan.app.workspace.store.manifests import (
+    Manifest,
+    changed_paths,
+    manifest_id,
+    same_content,
+)
 from mulligan.app.workspace.store.reading import read_all
-from mulligan.app.workspace.store.walk import TEMP_MARK, Walk
+from mulligan.app.workspace.store.walk import TEMP_MARK, Walk, meta_of
 from mulligan.home import folder_slug, private_dirs
 
 __all__ = ["TEMP_MARK", "FileFacts", "Manifest", "Store", "Unsafe", "changed_paths",
@@ -76,46 +80,6 @@ def check_id(value: object, what: str = "snapshot id") -> str:
         raise ValueError(f"{what} {str(value)[:80]!r} is not 40 hex digits: refused (a "
                          "session file names only snapshots the store made)")
     return value
-
-
-@dataclass
-class Manifest:
-    """One snapshot: `files` maps each path (relative, "/"-separated) to its FileFacts;
-    `skipped` maps a path left out to why (its content is unknown); `ignored` lists the
-    topmost paths the walk did not enter because git ignores them (as the rules were then),
-    or because they are `.git` or Mulligan's own files. `temps` (not stored): leftovers of a
-    restore the walk saw."""
-
-    id: str
-    files: dict[str, FileFacts]
-    skipped: dict[str, str] = field(default_factory=dict)
-    ignored: list[str] = field(default_factory=list)
-    temps: list[str] = field(default_factory=list)
-
-    def state(self, rel: str) -> str:
-        """"present", "absent", "ignored" or "unknown": what this snapshot knows of `rel`.
-        Only "absent" says the path was not there; "ignored" and "unknown" say nothing of it."""
-        if rel in self.files:
-            return "present"
-        ignored = self._ignored_set()
-        at = 0
-        while True:
-            cut = rel.find("/", at)
-            prefix = rel if cut < 0 else rel[:cut]
-            if prefix in self.skipped:
-                return "unknown"
-            if prefix in ignored or prefix[at:] == ".git":
-                return "ignored"
-            if cut < 0:
-                break
-            at = cut + 1
-        return "unknown" if "." in self.skipped else "absent"
-
-    def _ignored_set(self) -> set[str]:
-        found = self.__dict__.get("_ignored")
-        if found is None:
-            found = self.__dict__["_ignored"] = set(self.ignored)
-        return found
 
 
 class Store:
@@ -149,6 +113,9 @@ class Store:
         self._indexes: dict[str, statindex.Index] = {}
         self._saved: dict[str, float] = {}
         self._unsaved: set[str] = set()
+        # How each watched snapshot was taken: "kept" (nothing changed), "looked" at the
+        # names the monitor gave, or "walked" whole (for the tests and the bench).
+        self.ways = dict.fromkeys(("kept", "looked", "walked"), 0)
 
     def exclude_session(self, session_file: Path) -> None:
         """Never record `session_file` nor its sidecars (same name plus a suffix), and
@@ -328,29 +295,51 @@ class Store:
         forced = set(reread)
         if monitor is not None and monitor.root != root:
             monitor = None  # it watches another folder
+        look = None
         if monitor is not None:
-            last = monitor.last
-            if isinstance(last, Manifest) and not monitor.changed() and \
-                    still(root, last, forced):
-                return last
-            monitor.begin()
-        manifest = self._walk_and_record(root, forced, monitor)
+            started = time.time_ns()  # before the events are read (`looks`: the racy rule)
+            named = monitor.begin()
+            last, index = monitor.last, monitor.index
+            if named is not None and monitor.plain and isinstance(last, Manifest) and \
+                    isinstance(index, statindex.Index):
+                top, excluded = str(root), self._excluded(str(root))
+                names = looks.plan(top, index, last, named, meta_of(top, excluded,
+                                                                    self.max_file))
+                if names is not None and not names and still(root, last, forced):
+                    self.ways["kept"] += 1
+                    return last  # nothing changed: no walk, no look
+                if names is not None and self._held(b"t", index.tree):  # (gc, elsewhere)
+                    look = looks.Look(top, index, last, names, started, excluded=excluded,
+                                      forced=forced, visit=monitor.watch,
+                                      max_file=self.max_file)
+        manifest, walk, index = self._walk_and_record(root, forced, monitor, look)
+        if monitor is not None:
+            self.ways["walked" if look is None else "looked"] += 1
         if self.shared is not None:
             self.shared.queued(manifest.id)
         if monitor is not None:
             monitor.end()
-            monitor.last = manifest
+            monitor.last, monitor.index, monitor.plain = manifest, index, not walk.linked
         return manifest
 
-    def _walk_and_record(self, root: Path, forced: set[str],
-                         monitor: Monitor | None) -> Manifest:
-        index = self._indexes.get(str(root)) or statindex.load(self._index_file(str(root)))
-        if index is not None and not self.manifests.exists(index.tree):
-            index = None  # its snapshot was freed (gc, elsewhere) or the store is new: so may
-            # the blobs it vouches for be, and nothing it says is trusted
-        walk = Walk(str(root), index, excluded=self._excluded(str(root)),
-                    forced=forced, visit=monitor.watch if monitor is not None else None,
-                    max_file=self.max_file)
+    def _walk_and_record(self, root: Path, forced: set[str], monitor: Monitor | None,
+                         look: looks.Look | None = None
+                         ) -> tuple[Manifest, Walk, statindex.Index]:
+        """The walk (or `look`), its new content stored, its manifest written: (the
+        manifest, the walk, the stat index that describes the manifest)."""
+        walk: Walk
+        index: statindex.Index | None
+        if look is not None:
+            walk, index = look, look.index
+        else:
+            index = self._indexes.get(str(root)) or \
+                statindex.load(self._index_file(str(root)))
+            if index is not None and not self.manifests.exists(index.tree):
+                index = None  # its snapshot was freed (gc, elsewhere) or the store is new:
+                # so may the blobs it vouches for be, and nothing it says is trusted
+            walk = Walk(str(root), index, excluded=self._excluded(str(root)),
+                        forced=forced, visit=monitor.watch if monitor is not None else None,
+                        max_file=self.max_file)
         files, skipped = walk.files, walk.skipped
         added = read = 0
         wrote: list[str] = []  # the new blobs' names
@@ -402,7 +391,7 @@ class Store:
                              along=[self.blob_path(name) for name in wrote])
         if same is None:  # the next walk's index
             self._indexes[str(root)] = statindex.build(walk.started, tree_id, walk.meta,
-                                                       walk.recorded())
+                                                       walk.recorded(), walk.shared)
             # Watched, on disk at most every SAVE_EVERY s and at `flush`; at once when it
             # spares the next process real work (a walk that hashed many files).
             now = time.monotonic()
@@ -413,7 +402,9 @@ class Store:
                 self._unsaved.add(str(root))
         manifest = Manifest(tree_id, files, skipped, walk.ignored, walk.temps)
         self._last[str(root)] = manifest
-        return manifest
+        if same is None or index is None:
+            return manifest, walk, self._indexes[str(root)]
+        return manifest, walk, index
 
     def flush(self) -> None:
         """Write to disk the stat indexes kept only in memory (a session's recorder, as it

@@ -35,16 +35,17 @@ import operator
 import os
 import re
 import struct
+import threading
 import zlib
 from array import array
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import orjson
 
 __all__ = ["MARGIN", "Folder", "Index", "Key", "Recorded", "build", "dump", "key_of",
-           "load", "parse"]
+           "load", "parse", "stat_ahead"]
 
 MAGIC = b"MULSTAT1"
 MARGIN = 2_000_000_000  # ns before a walk's start from which a stat is "racy" (see above)
@@ -108,6 +109,9 @@ class Index:
     # `rels` as the file holds them: NUL-separated bytes, after `_skip` other names.
     _names: bytes | memoryview | None = None
     _skip: int = 0
+    _children: dict[str, list[str]] | None = None
+    _inodes: list[int] | None = None
+    _shared: set[int] | None = None  # the inodes more than one entry has (hard links)
 
     def racy(self, key: Key) -> bool:
         return key[2] >= self.racy_from or key[3] >= self.racy_from
@@ -137,6 +141,39 @@ class Index:
         c, n = self.columns, len(self.rels)
         return c[at], c[n + at], c[2 * n + at], c[3 * n + at], c[4 * n + at]
 
+    def children(self) -> dict[str, list[str]]:
+        """Each folder's subfolders the walk read, in its order (made once)."""
+        if self._children is None:
+            found: dict[str, list[str]] = {}
+            for rel in self.folders:
+                if rel:
+                    found.setdefault(rel.rpartition("/")[0], []).append(rel)
+            self._children = found
+        return self._children
+
+    def inodes(self) -> list[int]:
+        """Every entry's inode, in order (made once)."""
+        if self._inodes is None:
+            if self._keys is not None:
+                self._inodes = [k[4] for k in self._keys]
+            else:
+                count = len(self.rels)
+                self._inodes = self.columns[4 * count:5 * count].tolist()
+        return self._inodes
+
+    def shared(self) -> set[int]:
+        """The inodes more than one entry has: hard links (made once, unless given)."""
+        if self._shared is None:
+            inodes = self.inodes()
+            if len(set(inodes)) == len(inodes):
+                self._shared = set()
+            else:
+                seen: set[int] = set()
+                self._shared = set()
+                for inode in inodes:
+                    (self._shared if inode in seen else seen).add(inode)
+        return self._shared
+
     def names(self) -> tuple[bytes | memoryview, int]:
         """(`rels` as bytes, NUL-separated, as the file system has them; how many names come
         before them there) -- what `_lstats.differ` reads."""
@@ -146,11 +183,11 @@ class Index:
         return self._names, self._skip
 
 
-def build(started: int, tree: str, meta: dict[str, Any], folders: Sequence[Recorded]
-          ) -> Index:
+def build(started: int, tree: str, meta: dict[str, Any], folders: Sequence[Recorded],
+          shared: set[int] | None = None) -> Index:
     """The index of a walk that began at `started` (time.time_ns()), recorded `tree`, and saw
     `folders` (in its order): what the next walk in this process uses, and what `dump`
-    writes."""
+    writes. `shared`: a superset of its entries' shared inodes, if known (`Index.shared`)."""
     table: dict[str, Folder] = {}
     rels: list[str] = []
     keys: list[Key] = []
@@ -164,7 +201,7 @@ def build(started: int, tree: str, meta: dict[str, Any], folders: Sequence[Recor
         facts += f.facts
         ignored += f.ignored
     return Index(started - MARGIN, tree, {**meta, "started": started, "tree": tree}, table,
-                 rels, facts, ignored, _keys=keys)
+                 rels, facts, ignored, _keys=keys, _shared=shared)
 
 
 def dump(index: Index) -> bytes:
@@ -246,3 +283,55 @@ def parse(data: bytes) -> Index | None:
                      _names=memoryview(data)[text_at:text_at + text_len], _skip=n)
     except (ValueError, KeyError, TypeError, IndexError, struct.error):
         return None
+
+
+def stat_ahead(index: Index, rootfd: int, lstat: Callable[[str], os.stat_result],
+                native: Any) -> tuple[list[int], set[str] | None] | None:
+    """For a walk no monitor watches (a watched folder's entries must be stated after it is
+    watched): the positions of the index's entries whose lstat is not the recorded key (or
+    that are gone), ascending, and the folders whose .gitignore's stat is not the recorded
+    one (None: not stated ahead, `Walk._whole` states each).
+
+    Natively (`native`: the `_lstats` module, when it was built): every path stated with the
+    interpreter lock released, on two threads past 2,000 paths as git's preload-index does,
+    and no Python object made but the positions that differ. Without it, in Python, and only
+    past 4,096 paths: two threads, the system call releasing the lock so that one thread's
+    stat overlaps the other's Python part."""
+    count = len(index.rels)
+    if native is not None:
+        names, skip = index.names()
+        differ = native.differ(rootfd, names, skip, count, index.columns, count, False,
+                                2 if count > 2000 else 1)
+        folders = list(index.folders.items())
+        rules = array("q", bytes(40 * len(folders)))  # (0, 0, 0, 0, 0): no .gitignore
+        n = len(folders)
+        for at, (_, folder) in enumerate(folders):
+            if folder.rules is not None:
+                for column, value in enumerate(folder.rules):
+                    rules[column * n + at] = value
+        paths = "\0".join(f"{rel}/.gitignore" if rel else ".gitignore" for rel, _ in folders)
+        changed = native.differ(rootfd, paths.encode("utf-8", "surrogateescape"), 0, n,
+                                 rules, n, True, 1)
+        return differ, {folders[at][0] for at in changed}
+    if count < 4096:
+        return None
+    half = count // 2
+    parts: list[list[Key | None]] = [[], []]
+
+    def run(n: int, chunk: list[str]) -> None:
+        try:
+            parts[n] = list(map(key_of, map(lstat, chunk)))
+        except OSError:  # something went: one by one, None for what is gone
+            for rel in chunk:
+                try:
+                    parts[n].append(key_of(lstat(rel)))
+                except OSError:
+                    parts[n].append(None)
+
+    other = threading.Thread(target=run, args=(0, index.rels[:half]))
+    other.start()
+    run(1, index.rels[half:])
+    other.join()
+    return [at for at, (now, was) in enumerate(zip(parts[0] + parts[1],
+                                                   index.keys_of(0, count), strict=True))
+            if now != was], None

@@ -26,16 +26,22 @@ from __future__ import annotations
 
 import os
 import stat
-import threading
 import time
-from array import array
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mulligan.app.workspace.store.statindex import MARGIN, Folder, Index, Key, Recorded, key_of
+from mulligan.app.workspace.store.statindex import (
+    MARGIN,
+    Folder,
+    Index,
+    Key,
+    Recorded,
+    key_of,
+    stat_ahead,
+)
 
 try:  # the compare in C (setup.py builds it); without it, the same answers in Python
     from mulligan.app.workspace.store import _lstats
@@ -45,7 +51,7 @@ except ImportError:  # pragma: no cover - a platform where it could not be compi
 if TYPE_CHECKING:
     import pathspec
 
-__all__ = ["TEMP_MARK", "Walk"]
+__all__ = ["TEMP_MARK", "Walk", "meta_of"]
 
 TEMP_MARK = ".mulligan-restore-"
 _OPEN_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -73,12 +79,14 @@ class Walk:
         self.temps: list[str] = []
         self.forced = set(forced)
         self._excluded = excluded
-        self.meta = {"root": root, "max_file": max_file,
-                     "excluded": [sorted(excluded[0]), sorted(map(list, excluded[1]))]}
+        self._mine = {rel.rpartition("/")[0] for rel in excluded[0]}  # folders holding them
+        self.linked = False  # an ignore file read was a link (see `_rules_key`)
+        self.shared: set[int] | None = None  # the inodes its entries may share, if known
+        self.meta = meta_of(root, excluded, max_file)
         self._index = index
         self._done: list[Recorded | tuple[str, Folder]] = []
         # Taken ahead (unwatched): the positions of the index's entries whose stat is not the
-        # recorded one, ascending, and the folders whose .gitignore's is not (`_stat_ahead`).
+        # recorded one, ascending, and the folders whose .gitignore's is not (`stat_ahead`).
         self._ahead: tuple[list[int], set[str] | None] | None = None
 
     def __iter__(self) -> Iterator[tuple[str, os.stat_result, str | None]]:
@@ -90,7 +98,7 @@ class Walk:
         if visit is not None and os.path.isdir(info_dir):
             visit(info_dir)
         exclude = os.path.join(info_dir, "exclude")
-        exclude_key = _rules_key(exclude)
+        exclude_key = self._rules_key(exclude)
         self.meta["exclude"] = exclude_key
         rules: Rules = (("", exclude, exclude_key),) if exclude_key is not None else ()
         same = index is not None and index.meta.get("root") == root and \
@@ -111,7 +119,7 @@ class Walk:
         try:
             lstat = partial(os.lstat, dir_fd=rootfd)
             if visit is None and same and index is not None:
-                self._ahead = _stat_ahead(index, rootfd, lstat, self._native)
+                self._ahead = stat_ahead(index, rootfd, lstat, self._native)
                 if top is not None and not self.forced and self._all_whole(index, top):
                     return
             while stack:
@@ -168,7 +176,7 @@ class Walk:
                 return None
             rules_key = old.rules  # stated ahead: as recorded
         else:  # stated even when there was none: a .gitignore link may have found its target
-            rules_key = _rules_key(os.path.join(here, ".gitignore"))
+            rules_key = self._rules_key(os.path.join(here, ".gitignore"))
         if rules_key != old.rules or (rules_key is not None and index.racy(rules_key)):
             return None
         if ahead is not None:
@@ -201,20 +209,12 @@ class Walk:
                              zip(index.keys_of(old.start, end), index.facts[old.start:end],
                                  strict=True), strict=True))
         ignore_file = os.path.join(here, ".gitignore")
-        rules_key = _rules_key(ignore_file)
-        if rules_key is not None:
-            rules = (*rules, (rel_dir, ignore_file, rules_key))
+        rules_key = self._rules_key(ignore_file)
         # The verdicts the index holds hold while the rules are those it saw, and not racy.
         verdicts = same and old is not None and index is not None and \
             old.rules == rules_key and (rules_key is None or not index.racy(rules_key))
-        racy_from = self.started - MARGIN
-        # Taken whole next time only if nothing in it (itself included) is racy now.
-        record = Recorded(rel_dir, key or (0, 0, 0, 0, 0), rules_key, [], [], [], [],
-                          key is not None and key[2] < racy_from and key[3] < racy_from and
-                          (rules_key is None or (rules_key[2] < racy_from and
-                                                 rules_key[3] < racy_from)))
-        self._done.append(record)
-        prefix = rel_dir + "/" if rel_dir else ""
+        reading = self._folder(rel_dir, ignore_file, key, rules, rules_key, verdicts)
+        record = reading.record
         try:
             with os.scandir(here) as found:
                 items = sorted(found, key=lambda e: e.name)
@@ -222,77 +222,119 @@ class Walk:
             self.skipped[rel_dir or "."] = f"folder could not be read ({exc.strerror})"
             record.clean = False
             return
-        whole, prefixes = self._excluded
-        mine = {rel.rpartition("/")[0] for rel in whole}
-        below: list[tuple[str, Key | None, Rules, bool]] = []
-        specs: list[tuple[str, pathspec.GitIgnoreSpec | None]] | None = None
-        files, forced = self.files, self.forced
+        files, prefix, entry = self.files, reading.prefix, self._entry
         for item in items:
             name = item.name
             if name == ".git":
                 continue  # "ignored" by Manifest.state's own rule
             rel = prefix + name
-            if not name.isascii() and not _utf8(name):
-                # A manifest is JSON: such a name cannot be in it. Listed, never touched (a
-                # restore keeps what it does not know, and a folder holding it is not removed).
-                self.skipped[_shown(rel)] = "its name is not valid UTF-8: not recorded"
-                record.clean = False
-                continue
-            if TEMP_MARK in name:
-                self.temps.append(rel)
-                record.clean = False
-                continue
-            if rel_dir in mine and (rel in whole or any(
-                    folder == rel_dir and name.startswith(start) for folder, start in prefixes)):
-                self.ignored.append(rel)
-                record.ignored.append(rel)
-                continue
-            info = item.stat(follow_symlinks=False)
-            mode = info.st_mode
-            folder = stat.S_ISDIR(mode)
-            was = known.get(rel)
-            # Recorded, of the same kind, under the same rules: still not ignored. (A name
-            # that was ignored is matched again: "build/" ignores a folder, not a file.)
-            if verdicts and was is not None and (was[1][0] == "dir") == folder:
-                out = False
-            else:
-                if specs is None:
-                    specs = [(base, _compiled(path, k)) for base, path, k in rules]
-                    specs = [(b, s) for b, s in specs if s is not None]
-                out = bool(specs) and _ignored(rel, folder, specs)
-            if out:
-                self.ignored.append(rel)
-                record.ignored.append(rel)
-                continue
-            if not (folder or stat.S_ISREG(mode) or stat.S_ISLNK(mode)):
-                self.skipped[rel] = "not a file, folder or link (a pipe, socket, device)"
-                record.clean = False
-                continue
-            now: Key = key_of(info)
-            trusted = was is not None and was[0] == now and index is not None and \
-                not index.racy(now)
-            if now[2] >= racy_from or now[3] >= racy_from:
-                record.clean = False  # racy for the next walk too
-            record.rels.append(rel)
-            record.keys.append(now)
-            if folder:
-                files[rel] = ("dir", stat.S_IMODE(mode), 0, 0, "")
-                below.append((rel, now, rules, verdicts))
-            elif stat.S_ISLNK(mode):
-                if trusted and was is not None:
-                    files[rel] = was[1]
-                elif _utf8(target := os.readlink(os.path.join(here, name))):
-                    files[rel] = ("link", 0, 0, 0, target)
-                else:
-                    self.skipped[rel] = "a link whose target is not valid UTF-8: not recorded"
-                    record.clean = False
-            elif trusted and was is not None and rel not in forced:
-                files[rel] = ("file", stat.S_IMODE(mode), now[1], now[2], was[1][4])
-            else:
-                yield rel, info, was[1][4] if was is not None and was[1][0] == "file" else None
+            found_file = entry(reading, rel, name, item, known.get(rel))
+            if found_file is not None:
+                yield found_file
                 if rel not in files:  # the caller skipped it: not in the manifest
                     record.clean = False
-        stack.extend(reversed(below))
+        stack.extend(reversed(reading.below))
+
+    def _folder(self, rel_dir: str, ignore_file: str, key: Key | None, rules: Rules,
+                rules_key: Key | None, verdicts: bool) -> _Reading:
+        """A folder about to be read (its names given to `_entry` in name order), recorded."""
+        if rules_key is not None:
+            rules = (*rules, (rel_dir, ignore_file, rules_key))
+        racy_from = self.started - MARGIN
+        # Taken whole next time only if nothing in it (itself included) is racy now.
+        record = Recorded(rel_dir, key or (0, 0, 0, 0, 0), rules_key, [], [], [], [],
+                          key is not None and key[2] < racy_from and key[3] < racy_from and
+                          (rules_key is None or (rules_key[2] < racy_from and
+                                                 rules_key[3] < racy_from)))
+        self._done.append(record)
+        return _Reading(rel_dir, rel_dir + "/" if rel_dir else "", rules, verdicts, record,
+                        racy_from)
+
+    def _entry(self, reading: _Reading, rel: str, name: str, item: Any,
+               was: tuple[Key, FileFacts] | None
+               ) -> tuple[str, os.stat_result, str | None] | None:
+        """One name of the folder being read (`item`: its DirEntry, or anything whose
+        `stat(follow_symlinks=False)` gives its lstat), as the walk records it: in `files`,
+        `skipped`, `ignored` or `temps`, and in the folder's record; a subfolder goes on
+        `reading.below`. `was`: its (key, facts) in the index. Returns (rel, lstat, the hash
+        the index had) when its content must be read (the caller puts its facts in `files`),
+        else None."""
+        record = reading.record
+        if not name.isascii() and not _utf8(name):
+            # A manifest is JSON: such a name cannot be in it. Listed, never touched (a
+            # restore keeps what it does not know, and a folder holding it is not removed).
+            self.skipped[_shown(rel)] = "its name is not valid UTF-8: not recorded"
+            record.clean = False
+            return None
+        if TEMP_MARK in name:
+            self.temps.append(rel)
+            record.clean = False
+            return None
+        rel_dir = reading.rel_dir
+        whole, prefixes = self._excluded
+        if rel_dir in self._mine and (rel in whole or any(
+                folder == rel_dir and name.startswith(start) for folder, start in prefixes)):
+            self.ignored.append(rel)
+            record.ignored.append(rel)
+            return None
+        info = item.stat(follow_symlinks=False)
+        mode = info.st_mode
+        folder = stat.S_ISDIR(mode)
+        # Recorded, of the same kind, under the same rules: still not ignored. (A name
+        # that was ignored is matched again: "build/" ignores a folder, not a file.)
+        if reading.verdicts and was is not None and (was[1][0] == "dir") == folder:
+            out = False
+        else:
+            specs = reading.specs
+            if specs is None:
+                specs = [(base, _compiled(path, k)) for base, path, k in reading.rules]
+                specs = reading.specs = [(b, s) for b, s in specs if s is not None]
+            out = bool(specs) and _ignored(rel, folder, specs)
+        if out:
+            self.ignored.append(rel)
+            record.ignored.append(rel)
+            return None
+        if not (folder or stat.S_ISREG(mode) or stat.S_ISLNK(mode)):
+            self.skipped[rel] = "not a file, folder or link (a pipe, socket, device)"
+            record.clean = False
+            return None
+        now: Key = key_of(info)
+        index, files = self._index, self.files
+        trusted = was is not None and was[0] == now and index is not None and \
+            not index.racy(now)
+        racy_from = reading.racy_from
+        if now[2] >= racy_from or now[3] >= racy_from:
+            record.clean = False  # racy for the next walk too
+        record.rels.append(rel)
+        record.keys.append(now)
+        if folder:
+            files[rel] = ("dir", stat.S_IMODE(mode), 0, 0, "")
+            reading.below.append((rel, now, reading.rules, reading.verdicts))
+        elif stat.S_ISLNK(mode):
+            if trusted and was is not None:
+                files[rel] = was[1]
+            elif _utf8(target := os.readlink(os.path.join(self.root, rel))):
+                files[rel] = ("link", 0, 0, 0, target)
+            else:
+                self.skipped[rel] = "a link whose target is not valid UTF-8: not recorded"
+                record.clean = False
+        elif trusted and was is not None and rel not in self.forced:
+            files[rel] = ("file", stat.S_IMODE(mode), now[1], now[2], was[1][4])
+        else:
+            return rel, info, was[1][4] if was is not None and was[1][0] == "file" else None
+        return None
+
+    def _rules_key(self, path: str) -> Key | None:
+        """`_rules_key` of an ignore file the walk reads; a link among them is noted
+        (`linked`): its target can change with no event in the folder."""
+        try:
+            info = os.lstat(path)
+        except OSError:
+            return None
+        if stat.S_ISLNK(info.st_mode):
+            self.linked = True
+            return _rules_key(path)
+        return key_of(info) if stat.S_ISREG(info.st_mode) else None
 
     def unchanged(self) -> str | None:
         """After the iteration (and the caller's hashing): the index's snapshot id if this
@@ -339,56 +381,25 @@ class Walk:
         return out
 
 
-def _stat_ahead(index: Index, rootfd: int, lstat: Callable[[str], os.stat_result],
-                native: Any) -> tuple[list[int], set[str] | None] | None:
-    """For a walk no monitor watches (a watched folder's entries must be stated after it is
-    watched): the positions of the index's entries whose lstat is not the recorded key (or
-    that are gone), ascending, and the folders whose .gitignore's stat is not the recorded
-    one (None: not stated ahead, `Walk._whole` states each).
+def meta_of(root: str, excluded: tuple[set[str], list[tuple[str, str]]], max_file: int
+            ) -> dict[str, Any]:
+    """What a walk of `root` records, and an index must have recorded, for it to count."""
+    return {"root": root, "max_file": max_file,
+            "excluded": [sorted(excluded[0]), sorted(map(list, excluded[1]))]}
 
-    Natively (`native`: the `_lstats` module, when it was built): every path stated with the
-    interpreter lock released, on two threads past 2,000 paths as git's preload-index does,
-    and no Python object made but the positions that differ. Without it, in Python, and only
-    past 4,096 paths: two threads, the system call releasing the lock so that one thread's
-    stat overlaps the other's Python part."""
-    count = len(index.rels)
-    if native is not None:
-        names, skip = index.names()
-        differ = native.differ(rootfd, names, skip, count, index.columns, count, False,
-                                2 if count > 2000 else 1)
-        folders = list(index.folders.items())
-        rules = array("q", bytes(40 * len(folders)))  # (0, 0, 0, 0, 0): no .gitignore
-        n = len(folders)
-        for at, (_, folder) in enumerate(folders):
-            if folder.rules is not None:
-                for column, value in enumerate(folder.rules):
-                    rules[column * n + at] = value
-        paths = "\0".join(f"{rel}/.gitignore" if rel else ".gitignore" for rel, _ in folders)
-        changed = native.differ(rootfd, paths.encode("utf-8", "surrogateescape"), 0, n,
-                                 rules, n, True, 1)
-        return differ, {folders[at][0] for at in changed}
-    if count < 4096:
-        return None
-    half = count // 2
-    parts: list[list[Key | None]] = [[], []]
 
-    def run(n: int, chunk: list[str]) -> None:
-        try:
-            parts[n] = list(map(key_of, map(lstat, chunk)))
-        except OSError:  # something went: one by one, None for what is gone
-            for rel in chunk:
-                try:
-                    parts[n].append(key_of(lstat(rel)))
-                except OSError:
-                    parts[n].append(None)
+class _Reading:
+    """One folder being read: where its names go (`Walk._entry`)."""
 
-    other = threading.Thread(target=run, args=(0, index.rels[:half]))
-    other.start()
-    run(1, index.rels[half:])
-    other.join()
-    return [at for at, (now, was) in enumerate(zip(parts[0] + parts[1],
-                                                   index.keys_of(0, count), strict=True))
-            if now != was], None
+    __slots__ = ("below", "prefix", "racy_from", "record", "rel_dir", "rules", "specs",
+                 "verdicts")
+
+    def __init__(self, rel_dir: str, prefix: str, rules: Rules, verdicts: bool,
+                 record: Recorded, racy_from: int) -> None:
+        self.rel_dir, self.prefix, self.rules, self.verdicts = rel_dir, prefix, rules, verdicts
+        self.record, self.racy_from = record, racy_from
+        self.below: list[tuple[str, Key | None, Rules, bool]] = []
+        self.specs: list[tuple[str, pathspec.GitIgnoreSpec | None]] | None = None
 
 
 def _utf8(text: str) -> bool:
