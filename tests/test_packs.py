@@ -215,10 +215,14 @@ def test_a_crash_before_the_pack_is_in_place_or_before_the_header_loses_nothing(
     (folder_ / f".{generation:016x}.12345.part").write_bytes(data[:9000])  # cut mid-write
     (folder_ / f"{generation:016x}.pack").write_bytes(data[:records(data)[-1]])  # sealed
     readable(home, made)
+    reader = Store(home)  # a process that reads the crashed seal's pack, then goes on
+    assert reader.read_blob(made[0][1]) == made[0][2]
     with spill_held(home):
         store = Store(home)  # the next seal: same generation, over the crashed one
         while (home / "checkpoints" / "journal").read_bytes()[5:13] == data[5:13]:
             made.append(turn(store, work))
+        for _, blob, content in made:  # the pack read again, whole: not the crashed one's
+            assert reader.read_blob(blob) == content
         assert packs(home) == [f"{generation:016x}.pack"]
         assert not any(p.name.endswith(".part") for p in folder_.iterdir())
         readable(home, made)

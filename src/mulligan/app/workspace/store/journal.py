@@ -309,9 +309,10 @@ class Journal:
         return self._end
 
     def _packed(self) -> Entries:
-        """A new index: the objects of the packs there now (each read once, every record
-        checked: a pack is never written again), those that are gone forgotten (spilled:
-        their objects are in files, synced)."""
+        """A new index: the objects of the packs there now (every record checked; each read
+        once when it is below this generation: final, never written again -- one of this
+        generation is a crashed seal's, which the next seal replaces with more), those that
+        are gone forgotten (spilled: their objects are in files, synced)."""
         index: Entries = {}
         sealed: dict[int, Entries] = {}
         for generation, name in sorted(packs.listed(self.packs).items()):
@@ -319,7 +320,8 @@ class Journal:
             if entries is None:
                 entries = packs.read(self.packs / name, generation)
             if entries is not None:
-                sealed[generation] = entries
+                if generation < self._generation:
+                    sealed[generation] = entries
                 index.update(entries)
         self._sealed = sealed
         return index

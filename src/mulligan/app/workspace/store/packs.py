@@ -154,7 +154,7 @@ def read(path: Path, generation: int) -> Entries | None:
 
 def _parsed(fd: int, generation: int) -> Entries:
     try:
-        data = os.pread(fd, _MAX, 0)
+        data = os.pread(fd, min(os.fstat(fd).st_size, _MAX), 0)
     except OSError:
         return {}
     entries: Entries = {}
