@@ -24,13 +24,14 @@ if TMUX is None and os.environ.get("CI") == "true":
     raise RuntimeError("CI must run the tmux screen tests: tmux is not installed")
 
 
-def scripts(tmp_path: Path, seconds: float) -> list[str]:
-    """Three scripts: a bash call taking `seconds` + k, then a write of calc.py, then done."""
+def scripts(tmp_path: Path, command: str) -> list[str]:
+    """Three scripts: a bash call running `command` (its {k}: the attempt's number), then a
+    write of calc.py, then done."""
     names = []
     for k in (1, 2, 3):
         body = f"def add(a, b):\n    return a + b  # attempt {k}\n" if k != 3 else \
             "def add(a, b):\n    return a * b\n"
-        steps = [reply(call("bash", {"command": f"sleep {seconds + k}"}, id=f"b{k}")),
+        steps = [reply(call("bash", {"command": command.format(k=k)}, id=f"b{k}")),
                  reply(call("write", {"path": "calc.py", "content": body}, id=f"w{k}")),
                  say(f"attempt {k} done")]
         path = tmp_path / f"r{k}.json"
@@ -80,13 +81,17 @@ def test_try_shows_a_live_line_per_attempt_then_the_table_then_adopts_one(tmp_pa
     screen = Screen(tmp_path)
     try:
         screen.wait_for("/help for commands")
-        line = " ".join(["/try 3", *scripts(tmp_path, 1.0), "--check",
+        # Each attempt's command waits for the file `go`, made once all three live lines
+        # have been seen: they last until then, whatever the speed.
+        go = tmp_path / "go"
+        waiting = f"until [ -e {go} ]; do sleep 0.05; done; echo {{k}}"
+        line = " ".join(["/try 3", *scripts(tmp_path, waiting), "--check",
                          "'python3 test_calc.py'", "Fix add."])
         screen.send(line, "Enter")
         live = screen.wait_for(lambda s: all(f"attempt {k}/3 · scripted/r{k}.json · bash("
                                              in s for k in (1, 2, 3)))
         assert "Ctrl-C stops them all" in live
-        screen.wait_for("Ctrl-C stops them all", 5)
+        go.touch()
         screen.wait_for(lambda s: "Ctrl-C stops them all" not in s)  # all ended
         screen.send("/attempts", "Enter")
         table = screen.wait_for("/compare A B shows")
@@ -108,7 +113,7 @@ def test_ctrl_c_stops_every_attempt_and_the_folder_stays_as_it_was(tmp_path):
     screen = Screen(tmp_path)
     try:
         screen.wait_for("/help for commands")
-        screen.send(" ".join(["/try 3", *scripts(tmp_path, 30.0), "Fix add."]), "Enter")
+        screen.send(" ".join(["/try 3", *scripts(tmp_path, "sleep 3{k}"), "Fix add."]), "Enter")
         screen.wait_for(lambda s: s.count("· bash(sleep 3") == 3)
         screen.send("C-c")
         screen.wait_for("stopping every attempt")

@@ -14,6 +14,7 @@ import struct
 import subprocess
 import sys
 import termios
+import threading
 import time
 from pathlib import Path
 
@@ -252,8 +253,11 @@ def test_a_slow_stream_shows_live_with_a_spinner_then_markdown_and_the_status_li
 
     (tmp_path / "work").mkdir()
     pieces = ["Here is ", "**the plan**", ":\n\n", "- one\n", "- two\n", "done."]
+    # Held before ":" (event 5: message_start, ping and the block's start come first) until
+    # the partial line has been seen: it lasts until then, whatever the speed.
+    seen = threading.Event()
     slow = wire.reply(wire.text_block(0, *pieces), input_tokens=1200, output_tokens=40,
-                      pace=0.5)
+                      pace=0.5, holds={5: seen})
     socket_name = f"mulligan-test-{os.getpid()}"
     tmux = [TMUX, "-L", socket_name]
 
@@ -280,6 +284,7 @@ def test_a_slow_stream_shows_live_with_a_spinner_then_markdown_and_the_status_li
             wait_for("/help for commands")
             subprocess.run([*tmux, "send-keys", "-t", "t", "make a plan", "Enter"], check=True)
             live = wait_for("**the plan**")  # the partial line, raw, while it streams
+            seen.set()
             assert "Ctrl-C aborts" in live and "done." not in live  # the spinner line
             final = wait_for("• one")  # the reply, rendered: a bullet, no asterisks
             assert "**" not in final.split("make a plan", 1)[1].split("• one")[0]

@@ -5,6 +5,7 @@ keys, the status line at 80 columns."""
 from __future__ import annotations
 
 import json
+import threading
 
 from fakes import anthropic_server as wire
 from fakes.http_server import ScriptedServer
@@ -27,21 +28,30 @@ def started(tmp_path, server, *args, width=100, height=30):
 
 
 def test_the_whole_reply_shows_as_it_is_written_then_rendered_once(tmp_path):
-    with ScriptedServer([wire.reply(wire.text_block(0, *PLAN), pace=0.5)]) as server, \
-            started(tmp_path, server, width=80) as screen:
+    # The stream is held after the list's second item, then before the block's end, until the
+    # screen there has been seen: each moment checked lasts until then, whatever the speed
+    # (events: message_start, ping, block start, then PLAN's pieces from event 3).
+    listed, said = threading.Event(), threading.Event()
+    plan = wire.reply(wire.text_block(0, *PLAN), pace=0.5, holds={6: listed, 8: said})
+    with ScriptedServer([plan]) as server, started(tmp_path, server, width=80) as screen:
         screen.text("make a plan")
         screen.keys("Enter")
         # The first paragraph has ended: printed rendered (no asterisks) while the list is
         # still being written, raw, in the live area, with the spinner under it.
-        live = screen.wait_for("2. Cache the parsed rows")
-        assert "Here is the plan, in full, as I see it now:" in live
+        live = screen.wait_until(
+            lambda shown: "2. Cache the parsed rows" in shown and
+            "Here is the plan, in full, as I see it now:" in shown,
+            "the list being written under the first paragraph, printed")
         assert "Esc or Ctrl-C aborts" in live and "nothing else changes" not in live
         assert "1. Read `main.py`" in live  # raw: the list is not finished yet
+        listed.set()
         # The last paragraph, longer than a line: wrapped at words while it streams.
         live = screen.wait_for("nothing else changes")
+        said.set()
         for line in live.splitlines():
             assert len(line) <= 80
         assert "Then it is done, and that is all of it: nothing else changes in the" in live
+        assert "Esc or Ctrl-C aborts" in live  # still streaming: the live area's wrapping
         final = screen.settled("no test is skipped.", "Esc or Ctrl-C aborts")
         reply = final.split("make a plan", 1)[1]
         # Rendered, each line once: the list as rich draws it, no raw Markdown left.
@@ -55,9 +65,13 @@ def test_the_whole_reply_shows_as_it_is_written_then_rendered_once(tmp_path):
 
 
 def test_a_retry_says_why_how_long_and_which_try_it_is(tmp_path):
+    # The second try's answer is held back until the screen of the first wait has been seen:
+    # that screen lasts until then, however slowly the REPL or the terminal draws it (with
+    # only the 2 s wait to draw it in, a loaded machine could skip it).
+    seen = threading.Event()
     script = [wire.error(429, "rate_limit_error", "Number of request tokens has exceeded "
                          "your per-minute rate limit", {"retry-after": "2"}),
-              wire.error(529, "overloaded_error", "Overloaded"),
+              wire.error(529, "overloaded_error", "Overloaded", hold=seen),
               wire.text_reply("at last", pace=0.2)]
     with ScriptedServer(script) as server, started(tmp_path, server) as screen:
         screen.text("hello")
@@ -69,6 +83,7 @@ def test_a_retry_says_why_how_long_and_which_try_it_is(tmp_path):
             lambda shown: sum("retrying in 2 s (2/5)" in line
                               for line in shown.splitlines()) >= 2,
             "the reason and the spinner both saying the wait")
+        seen.set()
         assert "429 rate_limit_error: Number of request tokens has exceeded your per-minute " \
             "rate limit; retrying in 2 s (2/5)" in " ".join(waiting.split())
         spinner = [line for line in waiting.splitlines() if "retrying in 2 s (2/5)" in line][-1]

@@ -14,7 +14,9 @@ from tmux_screen import Screen, needs_tmux
 
 pytestmark = needs_tmux
 
-COUNTING = "for i in 1 2 3; do echo line$i; sleep 1; done"
+# line3 waits for the test to have seen line1 and line2 (it makes the file `go`): the screens
+# checked while the command runs last until then, whatever the speed.
+COUNTING = "echo line1; sleep 1; echo line2; until [ -e go ]; do sleep 0.05; done; echo line3"
 BUSY = "Esc or Ctrl-C aborts"
 
 
@@ -36,15 +38,16 @@ def test_bash_output_shows_while_the_command_runs_then_the_result_once(tmp_path)
             started(tmp_path, server) as screen:
         screen.text("count")
         screen.keys("Enter")
-        # The first line while the command still runs: the third is a second and more away.
+        # The first line while the command still runs.
         live = screen.wait_until(lambda shown: "│ line1" in shown, "line1 on the screen")
-        assert "line3" not in live and "running bash" in live
-        assert "$ for i in 1 2 3; do echo line$i; sleep 1; done" in live
+        assert "│ line3" not in live and "running bash" in live
+        assert f"$ {COUNTING}" in " ".join(live.split())
         # The time it has taken, updating in place under the lines so far.
         later = screen.wait_until(lambda shown: "│ line2" in shown, "line2 on the screen")
         spinner = next(line for line in later.splitlines() if "running bash" in line)
         assert BUSY in spinner and float(spinner.split("running bash ")[1].split("s")[0]) >= 1
         assert later.count("│ line1") == 1
+        (tmp_path / "work" / "go").touch()
         final = screen.settled("counted", BUSY)
         after = final.split("› count", 1)[1]
         # The live lines gave way to the folded result: each line once, in order.

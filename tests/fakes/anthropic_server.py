@@ -7,6 +7,7 @@ for its JSON error responses, shaped as Anthropic documents them.
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from fakes.http_server import Event, Sse, Status
@@ -91,10 +92,12 @@ def text_reply(*pieces: str, **sse: Any) -> Sse:
     return reply(text_block(0, *pieces), **sse)
 
 
-def error(status: int, type: str, message: str, headers: dict[str, str] | None = None) -> Status:
+def error(status: int, type: str, message: str, headers: dict[str, str] | None = None,
+          hold: threading.Event | None = None) -> Status:
+    """`hold`: answered only once it is set (see `Status`)."""
     return Status(status, {"type": "error", "error": {"type": type, "message": message},
                            "request_id": "req_011CSHoEeqs5C35K2UUqR7Fy"},
-                  {"request-id": "req_011CSHoEeqs5C35K2UUqR7Fy", **(headers or {})})
+                  {"request-id": "req_011CSHoEeqs5C35K2UUqR7Fy", **(headers or {})}, hold)
 
 
 def web_search_block(index: int, id: str, query: str) -> list[Event]:

@@ -5,8 +5,12 @@ Each POST takes the next item of the script and answers with it:
 - `Sse(events)`: 200, ``text/event-stream``, chunked, one chunk per event; `cut_after=n` sends
   n events and then drops the connection mid-body (no terminating chunk); `stall_after=n`
   sends n events and then goes silent until the server is closed; `delay=s` waits s seconds
-  before sending the status line and headers (a server slow to start its answer).
-- `Status(status, body, headers)`: an error response with a JSON body.
+  before sending the status line and headers (a server slow to start its answer);
+  `holds={n: event}` sends event n only once `event` is set (a test keeps the stream at a
+  point until it has seen what the client shows there, whatever the speed).
+- `Status(status, body, headers)`: an error response with a JSON body; `hold=event` answers
+  only once the event is set (a test keeps the answer back until it has seen what the client
+  shows while it waits: a screen that lasts as long as the test needs, whatever the speed).
 - `Drop()`: closes the connection without answering (a connection reset).
 
 Every request is recorded (`requests`: path, lower-cased headers, parsed JSON body) before it
@@ -36,6 +40,7 @@ class Sse:
     headers: dict[str, str] = field(default_factory=dict)
     delay: float = 0.0
     pace: float = 0.0  # seconds between events: a slow stream
+    holds: dict[int, threading.Event] = field(default_factory=dict)
 
 
 @dataclass
@@ -43,6 +48,7 @@ class Status:
     status: int
     body: dict[str, Any]
     headers: dict[str, str] = field(default_factory=dict)
+    hold: threading.Event | None = None
 
 
 @dataclass
@@ -137,7 +143,16 @@ def _handler_for(server: ScriptedServer) -> type[BaseHTTPRequestHandler]:
             else:
                 self._sse(answer)
 
+        def _held(self, hold: threading.Event) -> bool:
+            # Until the test sets it; False: the server closed first.
+            while not hold.wait(0.02):
+                if server.stopping.is_set():
+                    return False
+            return True
+
         def _status(self, answer: Status) -> None:
+            if answer.hold is not None and not self._held(answer.hold):
+                return
             data = json.dumps(answer.body).encode()
             self.send_response(answer.status)
             self.send_header("content-type", "application/json")
@@ -165,6 +180,8 @@ def _handler_for(server: ScriptedServer) -> type[BaseHTTPRequestHandler]:
                     self._stall()
                     return
                 if answer.pace and sent and server.stopping.wait(answer.pace):
+                    return
+                if sent in answer.holds and not self._held(answer.holds[sent]):
                     return
                 self._chunk(sse_bytes(event))
             if answer.stall_after is not None and answer.stall_after >= len(answer.events):
