@@ -54,6 +54,7 @@ _ONLYDIR, _DONT_FOLLOW = 0x1000000, 0x2000000
 _LOST = _DELETE_SELF | _MOVE_SELF | _UNMOUNT | _Q_OVERFLOW | _IGNORED  # no name describes it
 
 Named = dict[str, set[str]]  # folder (relative, "" the root) -> names in it
+_READ, _ROOM = 65536, 16 + 256  # bytes a read asks for; the largest event (NAME_MAX + 1)
 
 
 class Monitor:
@@ -65,7 +66,7 @@ class Monitor:
         self.index: object = None  # the stat index that describes `last` (the store's)
         self.plain = False  # every ignore file that walk read was a regular file
         self._notify, self._mask, self._parse = notify, mask, parse
-        self._top = str(self.root)
+        self.top = str(self.root)  # as a string
         self._folders: dict[int, str] = {}  # watch descriptor -> folder, relative
         self._names: Named = {}
         self._count = 0
@@ -110,7 +111,7 @@ class Monitor:
         except OSError:  # the watch limit, or the folder went away: a walk every time
             self._broken = True
             return
-        top = self._top
+        top = self.top
         self._folders[wd] = "" if folder == top else folder[len(top) + 1:] \
             if folder.startswith(top + "/") else folder  # (not under it: named, then unknown)
 
@@ -126,8 +127,12 @@ class Monitor:
         chunks = []
         try:
             fd = self._notify.fileno()
-            while chunk := os.read(fd, 65536):  # (non-blocking: whole events a read)
+            # Non-blocking, whole events a read; a read that left room for another event
+            # took every event queued then (one system call, not a second that finds none).
+            while chunk := os.read(fd, _READ):
                 chunks.append(chunk)
+                if len(chunk) <= _READ - _ROOM:
+                    break
         except BlockingIOError:  # the queue is empty
             pass
         except (OSError, ValueError):  # closed, or the queue could not be read

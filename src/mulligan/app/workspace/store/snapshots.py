@@ -285,7 +285,8 @@ class Store:
         change since the walk it watched ended, that walk's manifest is the answer and
         nothing is walked (a `reread` path is read and hashed, and must be as recorded);
         else the walk watches every folder before reading it. Unsafe for $HOME and /."""
-        if monitor is not None and monitor.last is not None and folder == monitor.root:
+        if monitor is not None and monitor.last is not None and \
+                os.fspath(folder) == monitor.top:  # (a str compare: not two Paths')
             root = monitor.root  # resolved, and checked by the walk it watched
         else:
             root = Path(folder).resolve()
@@ -293,7 +294,7 @@ class Store:
                 raise Unsafe(f"{root} is {'/' if root == Path('/') else 'your home folder'}: "
                              "checkpoints are taken of a project folder only")
         forced = set(reread)
-        if monitor is not None and monitor.root != root:
+        if monitor is not None and monitor.top != os.fspath(root):
             monitor = None  # it watches another folder
         look = None
         if monitor is not None:
