@@ -43,6 +43,7 @@ from bisect import bisect_left
 from collections.abc import Generator, Iterator
 from typing import TYPE_CHECKING, Any
 
+from mulligan.app.workspace.store import statindex
 from mulligan.app.workspace.store.statindex import Folder, Index, Key, key_of
 from mulligan.app.workspace.store.walk import Rules, Walk, _rules_key
 
@@ -169,6 +170,19 @@ class Look(Walk):
                 self._take(rel_dir, old, rules, stack, children)
             elif how != -1:
                 yield from self._again(rel_dir, old, rules, how, stack)
+
+    def listed(self) -> bytes:
+        """`manifest_id`'s list of `files`, from each folder's part: a folder taken whole
+        has the index's, made once (`Index.part`); only the folders looked at are listed."""
+        index, files, parts = self._index, self.files, {}
+        for done in self._done:
+            if isinstance(done, tuple):
+                parts[done[0]] = index.part(done[0])
+            else:
+                parts[done.rel] = statindex.listed(
+                    (rel, facts) for rel in done.rels if (facts := files.get(rel)) is not None)
+        self.parts = parts
+        return b"[" + b",".join(part for part in parts.values() if part) + b"]"
 
     def _take(self, rel_dir: str, old: Folder, rules: Rules,
               stack: list[tuple[str, Key | None, Rules, int]],

@@ -203,11 +203,13 @@ def _content(entry: FileFacts | None) -> tuple[str, int, str] | None:
     return None if entry is None else (entry[0], entry[1], entry[4])
 
 
-def manifest_id(files: dict[str, FileFacts], skipped: dict[str, str], ignored: list[str]
-                ) -> str:
+def manifest_id(files: dict[str, FileFacts], skipped: dict[str, str], ignored: list[str],
+                listed: bytes | None = None) -> str:
     """A snapshot's id: its content (kind, mode, hash per path, in the walk's order), what it
-    skipped and what it ignored."""
-    body = orjson.dumps([[p, e[0], e[1], e[4]] for p, e in files.items()])
+    skipped and what it ignored. `listed`: the first part, made already from `files` (a
+    look's, from the folders' parts: `statindex.listed`)."""
+    body = listed if listed is not None else \
+        orjson.dumps([[p, e[0], e[1], e[4]] for p, e in files.items()])
     if skipped or ignored:
         body += orjson.dumps([sorted(skipped), ignored])
     return hashlib.blake2b(body, digest_size=20).hexdigest()

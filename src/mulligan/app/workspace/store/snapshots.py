@@ -370,7 +370,7 @@ class Store:
         # Just what the index describes: its tree. Else the id depends on content only
         # (kind, mode, hash) in the walk's fixed order.
         same = walk.unchanged()
-        tree_id = same or manifest_id(files, skipped, walk.ignored)
+        tree_id = same or manifest_id(files, skipped, walk.ignored, walk.listed())
         # Every new blob and the manifest are durable before anyone can name the snapshot. A
         # small one (a turn's) is kept in the journal: one record, one fdatasync of a file
         # that never grows, no file each (`journal`). Else: files, a few blobs synced with
@@ -392,7 +392,8 @@ class Store:
                              along=[self.blob_path(name) for name in wrote])
         if same is None:  # the next walk's index
             self._indexes[str(root)] = statindex.build(walk.started, tree_id, walk.meta,
-                                                       walk.recorded(), walk.shared)
+                                                       walk.recorded(), walk.shared,
+                                                       walk.parts)
             # Watched, on disk at most every SAVE_EVERY s and at `flush`; at once when it
             # spares the next process real work (a walk that hashed many files).
             now = time.monotonic()

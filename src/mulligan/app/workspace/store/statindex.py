@@ -38,14 +38,14 @@ import struct
 import threading
 import zlib
 from array import array
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import orjson
 
 __all__ = ["MARGIN", "Folder", "Index", "Key", "Recorded", "build", "dump", "key_of",
-           "load", "parse", "stat_ahead"]
+           "listed", "load", "parse", "stat_ahead"]
 
 MAGIC = b"MULSTAT1"
 MARGIN = 2_000_000_000  # ns before a walk's start from which a stat is "racy" (see above)
@@ -112,6 +112,7 @@ class Index:
     _children: dict[str, list[str]] | None = None
     _inodes: list[int] | None = None
     _shared: set[int] | None = None  # the inodes more than one entry has (hard links)
+    _parts: dict[str, bytes] | None = None  # per folder, its entries as `listed` has them
 
     def racy(self, key: Key) -> bool:
         return key[2] >= self.racy_from or key[3] >= self.racy_from
@@ -174,6 +175,20 @@ class Index:
                     (self._shared if inode in seen else seen).add(inode)
         return self._shared
 
+    def part(self, rel: str) -> bytes:
+        """Folder `rel`'s entries as a manifest's id lists them (`manifests.listed`), made
+        once."""
+        parts = self._parts
+        if parts is None:
+            parts = self._parts = {}
+        found = parts.get(rel)
+        if found is None:
+            folder = self.folders[rel]
+            end = folder.start + folder.entries
+            found = parts[rel] = listed(zip(self.rels[folder.start:end],
+                                            self.facts[folder.start:end], strict=True))
+        return found
+
     def names(self) -> tuple[bytes | memoryview, int]:
         """(`rels` as bytes, NUL-separated, as the file system has them; how many names come
         before them there) -- what `_lstats.differ` reads."""
@@ -183,8 +198,15 @@ class Index:
         return self._names, self._skip
 
 
+def listed(entries: Iterable[tuple[str, FileFacts]]) -> bytes:
+    """(path, facts) pairs as a manifest's id lists them -- [path, kind, mode, hash], comma
+    separated, no brackets: the lists of consecutive folders, joined by commas and put in
+    brackets, are the bytes `manifests.manifest_id` hashes."""
+    return orjson.dumps([[p, x[0], x[1], x[4]] for p, x in entries])[1:-1]
+
+
 def build(started: int, tree: str, meta: dict[str, Any], folders: Sequence[Recorded],
-          shared: set[int] | None = None) -> Index:
+          shared: set[int] | None = None, parts: dict[str, bytes] | None = None) -> Index:
     """The index of a walk that began at `started` (time.time_ns()), recorded `tree`, and saw
     `folders` (in its order): what the next walk in this process uses, and what `dump`
     writes. `shared`: a superset of its entries' shared inodes, if known (`Index.shared`)."""
@@ -201,7 +223,7 @@ def build(started: int, tree: str, meta: dict[str, Any], folders: Sequence[Recor
         facts += f.facts
         ignored += f.ignored
     return Index(started - MARGIN, tree, {**meta, "started": started, "tree": tree}, table,
-                 rels, facts, ignored, _keys=keys, _shared=shared)
+                 rels, facts, ignored, _keys=keys, _shared=shared, _parts=parts)
 
 
 def dump(index: Index) -> bytes:

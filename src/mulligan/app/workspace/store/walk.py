@@ -82,6 +82,7 @@ class Walk:
         self._mine = {rel.rpartition("/")[0] for rel in excluded[0]}  # folders holding them
         self.linked = False  # an ignore file read was a link (see `_rules_key`)
         self.shared: set[int] | None = None  # the inodes its entries may share, if known
+        self.parts: dict[str, bytes] | None = None  # `listed`'s, per folder
         self.meta = meta_of(root, excluded, max_file)
         self._index = index
         self._done: list[Recorded | tuple[str, Folder]] = []
@@ -357,6 +358,11 @@ class Walk:
                     [files.get(rel) for rel in done.rels] != index.facts[old.start:end]:
                 return None
         return index.tree
+
+    def listed(self) -> bytes | None:
+        """What `manifests.manifest_id` lists of `files`, when made cheaper than from them
+        (a look's); and `parts`, per folder, for the next index."""
+        return None
 
     def recorded(self) -> list[Recorded]:
         """The folders as this walk saw them, in its order, with the facts the manifest has
