@@ -26,15 +26,9 @@ from pathlib import Path
 from mulligan.app.workspace.store import journal
 from mulligan.app.workspace.store.snapshots import Store
 from mulligan.home import private_dirs
+from test_journal import folder
 
 SRC = str(Path(__file__).parents[1] / "src")
-
-
-def folder(root: Path) -> Path:
-    (root / "src").mkdir(parents=True)
-    for n in range(5):
-        (root / "src" / f"f{n}.py").write_text(f"print({n})\n" * 40)
-    return root
 
 
 def loose(home: Path) -> set[Path]:
@@ -61,6 +55,14 @@ def spill_held(home: Path) -> Iterator[None]:
         yield
     finally:
         os.close(fd)
+
+
+def started(tmp_path: Path) -> tuple[Path, Path, Store, list[tuple[str, str, bytes]]]:
+    """A store with one snapshot of a small folder in its journal: (home, the folder, the
+    store, no turns yet)."""
+    home, work = tmp_path / "home", folder(tmp_path / "work")
+    Store(home).snapshot(work)
+    return home, work, Store(home), []
 
 
 def turn(store: Store, work: Path) -> tuple[str, str, bytes]:
@@ -104,10 +106,7 @@ def fill(store: Store, work: Path, made: list[tuple[str, str, bytes]]) -> None:
 
 
 def test_a_full_journal_is_sealed_as_one_pack_and_no_loose_object_is_written_then(tmp_path):
-    home, work = tmp_path / "home", folder(tmp_path / "work")
-    store = Store(home)
-    store.snapshot(work)
-    made: list[tuple[str, str, bytes]] = []
+    home, work, store, made = started(tmp_path)
     with spill_held(home):
         for _ in range(2 * journal.SIZE // 30_000):
             files = loose(home)
@@ -180,10 +179,7 @@ def test_a_pack_left_by_a_killed_process_is_read_then_spilled_by_the_next_seal_a
 
 
 def test_gc_after_a_seal_frees_nothing_still_named_and_nothing_comes_back(tmp_path):
-    home, work = tmp_path / "home", folder(tmp_path / "work")
-    store = Store(home)
-    store.snapshot(work)
-    made: list[tuple[str, str, bytes]] = []
+    home, work, store, made = started(tmp_path)
     with spill_held(home):
         fill(store, work, made)
         reader = Store(home)  # another process, which reads the pack before gc
@@ -243,10 +239,7 @@ def records(data: bytes) -> list[int]:
 
 
 def test_a_damaged_truncated_or_crafted_pack_is_data_never_a_crash(tmp_path):
-    home, work = tmp_path / "home", folder(tmp_path / "work")
-    store = Store(home)
-    store.snapshot(work)
-    made: list[tuple[str, str, bytes]] = []
+    home, work, store, made = started(tmp_path)
     with spill_held(home):
         fill(store, work, made)
         folder_ = home / "checkpoints" / "packs"
