@@ -11,7 +11,8 @@ same path (the previous snapshot of the folder, for a manifest), and verified wh
 Everything is created 0600 in 0700 folders, written to a temporary name and renamed into
 place, so a crash leaves a whole object or none; a manifest is written only after its blobs.
 A small snapshot's new objects (a turn's) are instead one record of the journal (`journal`:
-one fdatasync, nothing created), durable before `snapshot` returns; reads look there first.
+one fdatasync, nothing created), durable before `snapshot` returns; reads look there first
+(and in the journal's sealed packs: `packs`).
 Sessions share the store; `gc` frees what no session refers to.
 
 The walk honours every ``.gitignore`` (nested ones too) and ``.git/info/exclude``, read with
