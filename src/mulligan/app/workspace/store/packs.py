@@ -38,6 +38,7 @@ import os
 import re
 import stat
 import struct
+import threading
 import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -231,12 +232,36 @@ def spill(folder: Path, folders: Mapping[bytes, Folder], below: int,
 
 
 def _write_out(objects: Folder, name: str, when: int, form: bytes) -> None:
+    """Object `name`'s loose file, dated `when` (its record's), unless one is there and
+    sound. A file a crash left torn is replaced, dated no earlier than it was (it may have
+    been touched since). Where there was none, the file is linked into place, never over
+    one written meanwhile: a delta's base written out just now (`blobs.Objects._touch`,
+    mtime now, so a gc keeps it) must not be dated back."""
     path = objects.path_of(name)
+    there = True
     try:
         if path.read_bytes() == form or objects.sound(name):
             return  # (`sound` reads the loose file only, never a journal or a pack)
-        when = max(when, path.stat().st_mtime_ns)  # a torn copy touched since: keep it recent
-    except OSError:
+        when = max(when, path.stat().st_mtime_ns)
+    except FileNotFoundError:
+        there = False
+    except OSError:  # there, but not a file that reads: replaced
         pass
-    write_atomic(path, form, durable=False)
-    os.utime(path, ns=(when, when))
+    if there:
+        write_atomic(path, form, durable=False)
+        os.utime(path, ns=(when, when))
+        return
+    if not path.parent.is_dir():
+        private_dirs(path.parent)
+    temp = path.parent / f".{path.name}.{os.getpid()}.{threading.get_ident()}.spill"
+    fd = open_private(temp)
+    try:
+        write_all(fd, form)
+        os.utime(fd, ns=(when, when))
+    finally:
+        os.close(fd)
+    try:
+        with contextlib.suppress(FileExistsError):
+            os.link(temp, path)
+    finally:
+        os.unlink(temp)

@@ -16,10 +16,11 @@ literal bytes. A chain is at most `MAX_DEPTH` deltas long.
 
 In: where an object's file lives (`path_of`), and the store's journal (`store.journal`),
 which is looked in first, with its sealed packs: an operation takes one `Journal.view` (one
-read of its header) for every link it looks up. Out: `read` (the bytes), `exists`, `base_of`, `sound`. Every read is
-verified: the bytes a chain gives must hash to its header's hash (a blob's: to its name), else
-`Damaged` (a ValueError) names the object and which link of its chain is wrong or missing. A
-raw blob must hash to its name; a raw manifest (an old store's JSON) is taken as it is.
+read of its header) for every link it looks up. Out: `read` (the bytes), `exists`,
+`base_of`, `sound`. Every read is verified: the bytes a chain gives must hash to its
+header's hash (a blob's: to its name), else `Damaged` (a ValueError) names the object and
+which link of its chain is wrong or missing. A raw blob must hash to its name; a raw manifest
+(an old store's JSON) is taken as it is.
 Never: return bytes that were not verified (or kept in memory once verified or written),
 follow a chain longer than MAX_DEPTH or whose depths do not count down, write anything.
 """
