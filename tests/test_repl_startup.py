@@ -25,6 +25,8 @@ import sys
 import time
 from pathlib import Path
 
+from mulligan.testing import call, reply
+
 # What the first prompt must not wait for (a module absent from this machine is trivially
 # absent from the list: the test still guards the others).
 DEFERRED = ("anthropic", "openai", "google.genai", "pydantic", "httpx", "mcp", "PIL",
@@ -170,10 +172,8 @@ def test_the_store_made_at_the_first_snapshot_leaves_out_the_session_file_attach
     work, home = tmp_path / "work", tmp_path / "home"
     work.mkdir()
     replies = tmp_path / "replies.json"
-    replies.write_text(json.dumps([
-        {"role": "assistant", "content": [{"type": "toolCall", "id": "c1", "name": "bash",
-                                           "arguments": {"command": "echo x > made.txt"}}],
-         "stop_reason": "toolUse"}, "done"]))
+    replies.write_text(json.dumps([reply(call("bash", {"command": "echo x > made.txt"})),
+                                   "done"]))
     session = work / "notes.jsonl"
     done = subprocess.run(
         [sys.executable, "-m", "mulligan", "-p", "make a file", "--model", f"scripted:{replies}",

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from mulligan.testing import call, reply
 from mulligan.tools import Sandbox, bash_tool, sandbox_problem
 
 PYTHON = sys.executable
@@ -81,10 +82,8 @@ def test_the_cli_runs_bash_in_the_sandbox(tmp_path):
     work = tmp_path / "work"
     work.mkdir()
     script = tmp_path / "s.json"
-    script.write_text(json.dumps([
-        {"role": "assistant", "content": [{"type": "toolCall", "id": "c1", "name": "bash",
-                                           "arguments": {"command": "touch /usr/x; echo $?"}}],
-         "stop_reason": "toolUse"}, "done"]))
+    script.write_text(json.dumps([reply(call("bash", {"command": "touch /usr/x; echo $?"})),
+                                  "done"]))
     env = {**os.environ, "MULLIGAN_HOME": str(tmp_path / "home")}
     done = subprocess.run([PYTHON, "-m", "mulligan", "-p", "go", "--sandbox", "--model",
                            f"scripted:{script}"], cwd=work, env=env, capture_output=True,
