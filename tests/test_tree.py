@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from mulligan.brief import cut, flat, message_line
 from mulligan.frontends.tree import render_tree
 from mulligan.session import SessionLog
-from mulligan.session.branches import message_leaves
+from mulligan.session.branches import children_of, links, message_leaves
 from mulligan.testing import call, reply, say, tool_result, user
 
 READ = call("read", {"path": "main.py"}, id="c1")
@@ -100,6 +100,24 @@ def test_each_attempt_that_ends_in_a_message_counts_as_a_branch(tmp_path):
     assert message_leaves(log.entries()) == ["e7", "e10"]
     log.branch_to("e2")  # a branch line nobody wrote after adds no attempt
     assert message_leaves(log.entries()) == ["e7", "e10"]
+
+
+def test_the_links_of_a_crafted_file_are_those_the_file_names():
+    # A parent written after its child (only a crafted file: the pass goes over it again),
+    # a missing parent, a parent that is not a string, a duplicate id, an id that is not one.
+    entries = [{"id": "e1", "parent_id": None}, {"id": "e2", "parent_id": "e4"},
+               {"id": "e3", "parent_id": "e9"}, {"id": "e4", "parent_id": "e1"},
+               {"id": "e5", "parent_id": 7}, {"id": "e2", "parent_id": "e1"},
+               {"id": 5, "parent_id": "e1"}, {"id": "e6", "parent_id": "e1"}]
+    up, children, missing = links(entries)
+    assert up == {"e1": None, "e2": "e4", "e3": None, "e4": "e1", "e5": None, "e6": "e1"}
+    # file order under each parent; the duplicate e2 hangs where the first one does
+    assert children == {None: ["e1", "e3", "e5", 5], "e4": ["e2", "e2"], "e1": ["e4", "e6"]}
+    assert missing == [("e3", "e9"), ("e5", 7)]
+    assert children_of(entries) == children
+    # a circle: each entry its own parent's child, nothing missing, nothing under None
+    assert links([{"id": "e1", "parent_id": "e2"}, {"id": "e2", "parent_id": "e1"}]) == (
+        {"e1": "e2", "e2": "e1"}, {"e2": ["e1"], "e1": ["e2"]}, [])
 
 
 def test_an_empty_session_says_so(tmp_path):

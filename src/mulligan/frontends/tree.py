@@ -16,6 +16,7 @@ from typing import Any
 from mulligan.brief import cut, flat, message_line
 from mulligan.session.branches import (
     all_labels,
+    links,
     message_leaves,
     path_ids,
     subtree_ids,
@@ -66,7 +67,11 @@ def render_tree(
     if not entries:
         return ["(empty session: nothing has been said yet)"]
     by_id = {entry["id"]: entry for entry in entries}
-    up, children, damage, hidden, labelling = _links(entries, by_id)
+    up, children, missing = links(entries)
+    damage = {entry_id: f" (parent {parent!r} is missing)" for entry_id, parent in missing}
+    # the label lines (not drawn), and the few entries `all_labels` reads
+    labelling = [e for e in entries if e.get("type") == "label" or e.get("attempt") is not None]
+    hidden = {e["id"] for e in labelling if e.get("type") == "label"}
     tip_path = path_ids(entries, tip, up)
     on_path = set(tip_path)
     labels = all_labels(labelling)  # it reads only label entries and those of attempts
@@ -181,45 +186,6 @@ def render_tree(
                 marked.add(entry["id"])
                 walk(entry["id"], "⟳ ", "│  ")
     return lines
-
-
-def _links(entries: Sequence[Mapping[str, Any]], by_id: Mapping[str, Any]) -> tuple[
-        dict[str, str | None], dict[str | None, list[str]], dict[str, str], set[str],
-        list[Mapping[str, Any]]]:
-    """In one pass over the entries: what `parents_of` and `children_of` give (each id's
-    parent where it is an entry, each id's children in file order, the roots and orphans
-    under None), the marks of entries whose parent is missing, the label lines (not drawn)
-    and the few entries `all_labels` reads. At 100k entries each pass over them is
-    memory-bound (their dicts are spread over some 600 MB), so passes cost more than the
-    Python in them (issue 29)."""
-    up: dict[str, str | None] = {}
-    children: dict[str | None, list[str]] = {}
-    hidden: set[str] = set()
-    damage: dict[str, str] = {}
-    labelling: list[Mapping[str, Any]] = []
-    for entry in entries:
-        entry_id, parent = entry["id"], entry.get("parent_id")
-        if entry_id in up:  # a duplicate id: it hangs where the first one does
-            above = up[entry_id]
-        elif isinstance(entry_id, str):
-            above = up[entry_id] = parent if isinstance(parent, str) and parent in by_id \
-                else None
-        else:
-            above = None
-        kids = children.get(above)
-        if kids is None:
-            children[above] = [entry_id]
-        else:
-            kids.append(entry_id)
-        if parent is not None and parent is not above and parent not in by_id:
-            damage[entry_id] = f" (parent {parent!r} is missing)"
-        kind = entry.get("type")
-        if kind == "label":
-            hidden.add(entry_id)
-            labelling.append(entry)
-        elif entry.get("attempt") is not None:
-            labelling.append(entry)
-    return up, children, damage, hidden, labelling
 
 
 def _visible(children: dict[str | None, list[str]], hidden: set[str]

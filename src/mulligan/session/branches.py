@@ -8,50 +8,92 @@ about the tree is stored anywhere: it is recomputed from the file every time.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Container, Iterable, Mapping, Sequence
 from typing import Any
 
 from mulligan.session.entries import Entry
 from mulligan.session.index import ancestors
 
 
-def children_of(entries: Sequence[Entry],
-                up: Mapping[str, str | None] | None = None) -> dict[str | None, list[str]]:
-    """Each id's children in file order; the roots are under the key None, and so is an
-    entry whose parent is not in the file (an orphan: drawing code shows it, marked). `up`:
-    `parents_of(entries)`, when the caller has it already."""
-    up = parents_of(entries) if up is None else up
+def links(entries: Sequence[Entry]) -> tuple[
+        dict[str, str | None], dict[str | None, list[str]], list[tuple[Any, Any]]]:
+    """The tree's links, in one pass over the entries (file order): (up, children, missing).
+
+    - `up`: each string id -> its parent, where the parent is the id of an entry of the file,
+      else None (a root, or an orphan: its parent is missing or not a string). A duplicate id
+      (a crafted file: `entries()` refuses one) keeps its first entry's parent.
+    - `children`: each parent id -> the ids of the entries under it, in file order; under None
+      the roots, the orphans and the entries whose id is not a string, in file order too. An
+      entry is listed once for each line it is on: a duplicate hangs where the first one does.
+    - `missing`: (id, parent) of each entry naming a parent (not None) that is not taken as its
+      parent -- no entry has that id, or it is not a string -- in file order, the parent as
+      the file has it (drawing code marks these).
+
+    Never raises on a hostile id or `parent_id`, nor loops; an entry without an id counts as id
+    None. The pass takes a parent only from the entries before it, as an append-only file
+    always has it; a file naming a later entry as a parent (crafted, or a circle) is
+    recognised at the end and gone over once more, with every id known first.
+    """
+    found = _links(entries, None)
+    if found is None:
+        found = _links(entries, {e["id"] for e in entries if isinstance(e.get("id"), str)})
+        assert found is not None
+    return found
+
+
+def _links(entries: Sequence[Entry], ids: Container[str] | None) -> tuple[
+        dict[str, str | None], dict[str | None, list[str]], list[tuple[Any, Any]]] | None:
+    """`links` with the parents taken from `ids`, or (None) from the entries seen so far:
+    then None when a parent named was only seen after its child."""
+    up: dict[str, str | None] = {}
     children: dict[str | None, list[str]] = {}
+    missing: list[tuple[Any, Any]] = []
+    known: Container[str] = up if ids is None else ids
+    # At 100k entries each pass over them is memory-bound (their dicts are spread over some
+    # 600 MB), so this is one pass, its work per entry kept small (issue 29).
     for entry in entries:
-        children.setdefault(up.get(entry["id"]), []).append(entry["id"])
-    return children
+        entry_id: Any = entry.get("id")  # a string, unless the file is damaged
+        parent = entry.get("parent_id")
+        taken = isinstance(parent, str) and parent in known
+        if not isinstance(entry_id, str):
+            above = None
+        elif entry_id in up:  # a duplicate id: it hangs where the first one does
+            above = up[entry_id]
+        else:
+            above = up[entry_id] = parent if taken else None
+        kids = children.get(above)
+        if kids is None:
+            children[above] = [entry_id]
+        else:
+            kids.append(entry_id)
+        if parent is not None and not taken:
+            missing.append((entry_id, parent))
+    if ids is None and any(isinstance(parent, str) and parent in up for _, parent in missing):
+        return None  # a parent after its child
+    return up, children, missing
+
+
+def children_of(entries: Sequence[Entry]) -> dict[str | None, list[str]]:
+    """Each id's children in file order; the roots are under the key None, and so is an
+    entry whose parent is not in the file (an orphan: drawing code shows it, marked). The
+    `children` of `links`, for callers that need only them."""
+    return links(entries)[1]
 
 
 def path_ids(entries: Sequence[Entry], leaf_id: str | None,
              up: Mapping[str, str | None] | None = None) -> list[str]:
     """The ids from the first entry down to `leaf_id`, oldest first ([] for None). Stops, rather
     than loops, at a missing parent or a circle: this is for drawing, and `session.path` is the
-    walk that refuses a broken file. `up`: `parents_of(entries)`, when the caller has it."""
+    walk that refuses a broken file. `up`: the `up` of `links(entries)`, when the caller has
+    it."""
     if leaf_id is None:
         return []
-    up = parents_of(entries) if up is None else up
+    up = links(entries)[0] if up is None else up
     if leaf_id not in up:
         return []
     ids = list(ancestors(leaf_id, up.get))
     ids.reverse()
     return ids
-
-
-def parents_of(entries: Sequence[Entry]) -> dict[str, str | None]:
-    """Each id's parent id, where that parent is an entry of the file (else None): the `up`
-    of `ancestors` for drawing code, which must never crash on a damaged file."""
-    ids = {entry["id"] for entry in entries if isinstance(entry.get("id"), str)}
-    up: dict[str, str | None] = {}
-    for entry in entries:
-        entry_id, parent = entry.get("id"), entry.get("parent_id")
-        if isinstance(entry_id, str) and entry_id not in up:
-            up[entry_id] = parent if isinstance(parent, str) and parent in ids else None
-    return up
 
 
 def subtree_ids(children: Mapping[str | None, list[str]], root: str) -> list[str]:
@@ -113,7 +155,7 @@ def message_leaves(entries: Sequence[Entry]) -> list[str]:
     """The message entries that no later message follows: one per attempt the session holds.
     An entry with only non-message entries under it (a label, a branch line nobody wrote after)
     still ends its attempt."""
-    up = parents_of(entries)
+    up = links(entries)[0]
     kinds = {entry.get("id"): entry.get("type") for entry in entries}
     followed: set[str] = set()
     for entry in entries:

@@ -24,7 +24,7 @@ from prompt_toolkit.output import Output
 
 from mulligan.brief import cut
 from mulligan.frontends.tree import describe
-from mulligan.session.branches import children_of, labels_of, path_ids, visible_children
+from mulligan.session.branches import labels_of, links, path_ids, visible_children
 
 __all__ = ["Row", "rows", "walk_tree"]
 
@@ -44,12 +44,13 @@ def rows(entries: Sequence[Mapping[str, Any]], tip: str | None,
     """The rows shown: the current path as the main line, every other attempt hanging off
     the entry it left from (indented), label entries not drawn, an attempt whose first entry
     is in `folded` shown as one row."""
-    kids = children_of(entries)
+    up, kids, _ = links(entries)
     by_id = {e["id"]: e for e in entries}
     hidden = {e["id"] for e in entries if e.get("type") == "label"}
-    on_path = set(path_ids(entries, tip))
+    tip_path = path_ids(entries, tip, up)
+    on_path = set(tip_path)
     labels = labels_of(entries)
-    tip_shown = next((i for i in reversed(path_ids(entries, tip)) if i not in hidden), None)
+    tip_shown = next((i for i in reversed(tip_path) if i not in hidden), None)
     out: list[Row] = []
 
     def visible(entry_id: str | None) -> list[str]:
