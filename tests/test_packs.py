@@ -2,10 +2,12 @@
 full journal is sealed as one pack and no loose object is written on that turn; every object
 stays readable from the pack (a fresh store, a fresh process), then from loose files once a
 background spill has removed it; a pack a killed process left is read, and spilled by the
-next seal and by gc; gc after a seal frees nothing still named and nothing comes back, even
-in a process that read the pack; a damaged, truncated or crafted pack is data; two processes
-filling one journal at once lose nothing; and a delta's base whose record is old is written
-out when it is used, so a gc between the lookup and the delta's record keeps it.
+next seal and by gc; a spill killed midway leaves everything readable, and gc finishes it; a
+seal killed before its pack is in place, or before its header, loses nothing; gc after a
+seal frees nothing still named and nothing comes back, even in a process that read the pack;
+a damaged, truncated or crafted pack is data; two processes filling one journal at once lose
+nothing; and a delta's base whose record is old is written out when it is used, so a gc
+between the lookup and the delta's record keeps it.
 
 Spills are held back the way another process's spill would hold them: a flock of the packs
 folder (`spill_held`)."""
@@ -176,6 +178,54 @@ def test_a_pack_left_by_a_killed_process_is_read_then_spilled_by_the_next_seal_a
     Store(home).gc(trees, grace=0)  # gc spills it first, and frees nothing still named
     assert packs(home) == []
     readable(home, made)
+
+
+MID = """
+import os, sys, time
+from pathlib import Path
+from mulligan.app.workspace.store.snapshots import Store
+work, home = Path(sys.argv[1]), Path(sys.argv[2])
+store = Store(home)
+folder = home / "checkpoints" / "packs"
+n = 0
+while not (folder.is_dir() and any(name.endswith(".pack") for name in os.listdir(folder))):
+    n += 1  # small turns: a pack of ~1,000 objects, whose spill takes a while
+    (work / "src" / "a.txt").write_text(f"{n}\\n")
+    (work / "src" / f"b{n % 40}.txt").write_text(f"{n}\\n")
+    tree = store.snapshot(work, reread=["src/a.txt"])
+    print(tree.id, tree.files["src/a.txt"][4], n, flush=True)
+print("sealed", flush=True)
+time.sleep(600)  # the spill goes on, on its thread, until the test kills this process
+"""
+
+
+def test_a_spill_killed_midway_leaves_everything_readable_and_gc_finishes_it(tmp_path):
+    home, work = tmp_path / "home", folder(tmp_path / "work")
+    Store(home).snapshot(work)
+    child = subprocess.Popen([sys.executable, "-c", MID, str(work), str(home)],
+                             stdout=subprocess.PIPE, text=True,
+                             env={**os.environ, "PYTHONPATH": SRC})
+    assert child.stdout is not None
+    made = []
+    for line in child.stdout:
+        if line == "sealed\n":
+            break
+        tree, blob, n = line.split()
+        made.append((tree, blob, int(n)))
+    before = len(loose(home))
+    deadline = time.monotonic() + 60
+    while len(loose(home)) < before + 50 and time.monotonic() < deadline:
+        time.sleep(0.001)  # (a few objects spilled: killed in the middle, most likely)
+    child.kill()
+    child.wait()
+    for gc in (False, True):
+        if gc:
+            Store(home).gc([tree for tree, _, _ in made], grace=0)
+            assert packs(home) == []
+        fresh = Store(home)
+        for tree, blob, n in made:
+            assert fresh.load(tree).files["src/a.txt"][4] == blob
+            assert fresh.read_blob(blob) == f"{n}\n".encode()
 
 
 def test_gc_after_a_seal_frees_nothing_still_named_and_nothing_comes_back(tmp_path):
