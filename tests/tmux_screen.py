@@ -41,10 +41,6 @@ class Screen:
         self.tmux = [TMUX, "-L", f"mulligan-test-{os.getpid()}-{next(_count)}"]
         settings = {"MULLIGAN_HOME": str(tmp_path / "home"),
                     "ANTHROPIC_API_KEY": "sk-ant-test-local", **(env or {})}
-        if os.environ.get("PYTHONPATH"):  # made absolute: the REPL starts in `work`, where a
-            # relative one (PYTHONPATH=src) finds nothing and the installed code would run
-            settings.setdefault("PYTHONPATH", os.pathsep.join(
-                os.path.abspath(part) for part in os.environ["PYTHONPATH"].split(os.pathsep)))
         base = ["--base-url", server_url] if server_url else []
         command = " ".join([f"cd {shlex.quote(str(work))} &&",
                             *([f"{before};"] if before else []),
