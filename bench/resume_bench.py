@@ -38,11 +38,11 @@ start of the stop (load 1.2-2.0, 5 rounds): 1.52x. `check` in those runs: 1.24-1
 runs over 1.5x by the wall best, in bursts of load).
 
 Stop 25 (`branches.links`, the one walker of a tree's links, replacing tree.py's own pass),
-alternated with the code before (3 rounds a run, load 3.5-6.0): `tree --all` judged 1.32x /
-1.31x before, 1.36x / 1.24x after (CPU medians 1.32x / 1.31x before, 1.10x / 1.18x after): not
-slower; in process, the tree's links, labels and marks at 100k entries: median 273 ms
-before, 264 ms after (best 254 / 253; 9 alternated rounds); `children_of` 250 -> 136 ms (one
-pass, not two).
+alternated with the code before (3 rounds a run, load 2.8-6.0): `tree --all` judged 1.32x /
+1.31x / 1.17x before, 1.36x / 1.24x / 1.11x after (CPU medians 1.32x / 1.31x / 1.14x before,
+1.10x / 1.18x / 1.11x after): not slower; in process, the tree's links, labels and marks at
+100k entries: median 273 ms before, 264 ms after (best 254 / 253; 9 alternated rounds);
+`children_of` 250 -> 136 ms (one pass, not two).
 """
 
 from __future__ import annotations
