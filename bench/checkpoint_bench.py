@@ -39,9 +39,10 @@ virtualenv's site-packages. For each, in one run, best of --runs:
   session log's own flush cannot be made to carry the record: docs/checkpoints.md). The
   home's journal starts empty here: a session's first snapshot in a home whose journal is
   near full reads it first (3.0 ms, not counted here), and the 30 turns never fill it. The
-  turn that does (one in ~300) seals it as one pack, 3-17 ms at load 3-7, where writing its
-  ~1,100 objects out one file each took 0.27-2.16 s; a background thread spills the pack to
-  loose files after (stop 25: docs/checkpoints.md "Measured"). Stop 24 (no quiet minute; main
+  turn that does (one in ~300) seals it as one pack, 3.8-4.0 ms at load 3 (3-17 ms at load
+  3-7), where writing its ~1,100 objects out one file each took 1.5-1.7 s at the same load;
+  a background thread spills the pack to loose files after (stop 25: docs/checkpoints.md
+  "Measured"). Stop 24 (no quiet minute; main
   before alternated run by run; the quietest, load 1.4-1.9): a first turn 2.6-10.2% (before
   11.6-16.2%), a later turn 6.9-14.1% (before 8.8-17.3%); docs/checkpoints.md has every run;
 - a new process's first turn (`fresh`, also with --only-turn): the recorder's own calls,
