@@ -56,15 +56,16 @@ _WHOLE, _FRESH, _AGAIN = 0, 1, 2  # watched since read / not watched: walk it / 
 Named = dict[str, set[str]]
 
 
-def plan(root: str, index: Index, last: Manifest, named: Named, meta: dict[str, Any]
+def plan(root: str, index: Index, last: Manifest, named: Named, meta: dict[str, Any] | None
          ) -> Named | None:
     """The names to look at in each folder the walk reads, from what the events named
     (`named`; names in folders the walk does not read -- ignored, gone -- are dropped), or
     None when a look cannot give what the walk would (see the module's docstring). `meta`:
-    the walk's (`Walk.meta`), which the index's must match."""
+    the walk's (`Walk.meta`), which the index's must match (None when nothing is named and
+    no path is to be read whatever: then no look follows, the last manifest stands)."""
     recorded = index.meta
-    if index.tree != last.id or any(recorded.get(k) != meta[k] for k in
-                                    ("root", "max_file", "excluded")):
+    if index.tree != last.id or meta is not None and any(
+            recorded.get(k) != meta[k] for k in ("root", "max_file", "excluded")):
         return None
     was = recorded.get("exclude")
     now = _rules_key(os.path.join(root, ".git", "info", "exclude"))

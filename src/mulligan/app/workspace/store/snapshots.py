@@ -304,13 +304,17 @@ class Store:
             last, index = monitor.last, monitor.index
             if named is not None and monitor.plain and isinstance(last, Manifest) and \
                     isinstance(index, statindex.Index):
-                top, excluded = str(root), self._excluded(str(root))
-                names = looks.plan(top, index, last, named, meta_of(top, excluded,
-                                                                    self.max_file))
+                top = monitor.top
+                names = looks.plan(top, index, last, named, None if not named else
+                                   meta_of(top, self._excluded(top), self.max_file))
                 if names is not None and not names and still(root, last, forced):
                     self.ways["kept"] += 1
                     return last  # nothing changed: no walk, no look
-                if names is not None and self._held(b"t", index.tree):  # (gc, elsewhere)
+                excluded = self._excluded(top)
+                if names is not None and not named:  # a write's target changed: a look
+                    names = looks.plan(top, index, last, named,
+                                       meta_of(top, excluded, self.max_file))
+                if names is not None and self._held(b"t", index.tree):  # (freed by a gc?)
                     look = looks.Look(top, index, last, names, started, excluded=excluded,
                                       forced=forced, visit=monitor.watch,
                                       max_file=self.max_file)
