@@ -129,6 +129,21 @@ def test_a_full_journal_is_sealed_as_one_pack_and_no_loose_object_is_written_the
     assert first < time.time() - 0.001  # dated when its record was written (gc's grace)
 
 
+def test_a_process_that_seals_alone_forgets_the_packs_spilled_since(tmp_path):
+    """The only writer never sees another's generation: at its next seal it keeps in memory
+    only the packs still there (what was spilled is read from its files)."""
+    home, work, store, made = started(tmp_path)
+    fill(store, work, made)
+    store.journal.wait()
+    first = len(made)
+    fill(store, work, made)
+    view = store.journal.view()
+    assert not any((b"b", blob) in view for _, blob, _ in made[:first - 1])
+    assert all((b"b", blob) in view for _, blob, _ in made[first:])
+    store.journal.wait()
+    readable(home, made)
+
+
 LEFT = """
 import os, sys
 from pathlib import Path

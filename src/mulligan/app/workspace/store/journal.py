@@ -95,7 +95,7 @@ class Journal:
         self._end = START  # after the last record read
         # -> (when written, stored form): the sealed packs' objects, then this generation's
         # records (`_own`: a seal makes them a pack's). Never emptied in place: a new
-        # generation seen makes a new one (`view`).
+        # generation, seen or made, makes a new one (`view`).
         self._index: Entries = {}
         self._own: Entries = {}
         self._sealed: dict[int, Entries] = {}  # the packs read (or sealed) here, by generation
@@ -162,8 +162,12 @@ class Journal:
         if self._end > START:
             packs.seal(self.packs, self._generation, os.pread(fd, self._end, 0))
             self._sealed[self._generation] = self._own
-        self._new_generation(fd)  # (`_index` kept: what it holds is in the packs)
-        if not self._sealed and not packs.listed(self.packs):
+        self._new_generation(fd)
+        # A new index: the packs there now (this one among them), those spilled since the
+        # last seal forgotten -- a process that is the only writer never sees a generation
+        # of another's, and kept every pack it ever sealed.
+        self._index = self._packed()
+        if not self._sealed:
             return  # (a journal whose header was damaged: nothing was kept, nothing to spill)
         # A thread of the low-level kind: `Thread.start` waits until it runs (1-5 ms under
         # load, the whole seal's cost otherwise); it holds `done` until it ends (`wait`).
