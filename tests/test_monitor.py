@@ -173,6 +173,21 @@ def test_too_many_names_walk_the_whole_folder(tmp_path):
     same(watched, Store(tmp_path / "full").snapshot(root))
 
 
+def test_a_name_written_again_and_again_counts_once(tmp_path):
+    """Two files written in turns (events inotify cannot merge) past the cap of names: two
+    names, so a look, not a walk."""
+    root = tree(tmp_path / "work")
+    store, monitor = Store(tmp_path / "home"), Monitor.start(root)
+    store.snapshot(root, monitor=monitor)
+    with open(root / "README", "a") as one, open(root / "src" / "a.py", "a") as two:
+        for n in range(MAX_NAMES):
+            for handle in (one, two):
+                handle.write(f"{n}\n")
+                handle.flush()
+    same(store.snapshot(root, monitor=monitor), Store(tmp_path / "full").snapshot(root))
+    assert store.ways["looked"] == 1
+
+
 def test_a_watch_that_cannot_be_added_means_a_walk_every_time(tmp_path):
     root = tree(tmp_path / "work")
     store, monitor = Store(tmp_path / "home"), Monitor.start(root)

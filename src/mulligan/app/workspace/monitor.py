@@ -154,10 +154,14 @@ class Monitor:
                     self._lost = True  # the root's own: whether it can be read at all
                     continue
                 folder, _, name = folder.rpartition("/")
-            names.setdefault(folder, set()).add(name)
-            self._count += 1
-            if self._count > MAX_NAMES:
-                self._lost = True
+            known = names.get(folder)
+            if known is None:
+                known = names[folder] = set()
+            if name not in known:  # (a name written again and again counts once)
+                known.add(name)
+                self._count += 1
+                if self._count > MAX_NAMES:
+                    self._lost = True
 
 
 def still(root: Path, last: Manifest, forced: Iterable[str]) -> bool:

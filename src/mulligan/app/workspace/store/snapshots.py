@@ -282,10 +282,12 @@ class Store:
         """Record `folder` as it is now: every file not ignored is hashed (or found unchanged
         in the stat index), new content goes to the store, and the manifest is written.
         `reread`: paths whose content is read whatever the cache says (a write's target: the
-        pre-image must be exact). `monitor` (`mulligan.app.workspace.monitor`): when it has seen no
-        change since the walk it watched ended, that walk's manifest is the answer and
-        nothing is walked (a `reread` path is read and hashed, and must be as recorded);
-        else the walk watches every folder before reading it. Unsafe for $HOME and /."""
+        pre-image must be exact). `monitor` (`mulligan.app.workspace.monitor`): when its
+        events named nothing since the walk (or look) it watched ended, that manifest is the
+        answer and nothing is walked (a `reread` path is read and hashed, and must be as
+        recorded); when they named places it can describe, only those are looked at
+        (`looks.Look`: the same manifest a walk gives); else the walk watches every folder
+        before reading it. Unsafe for $HOME and /."""
         if monitor is not None and monitor.last is not None and \
                 os.fspath(folder) == monitor.top:  # (a str compare: not two Paths')
             root = monitor.root  # resolved, and checked by the walk it watched
