@@ -214,6 +214,25 @@ def test_gc_never_frees_a_base_a_kept_blob_or_manifest_needs(tmp_path):
     assert other.gc([], grace=0)[1] == 2  # nothing kept: both freed
 
 
+def test_gc_counts_what_is_there_and_never_follows_a_link(tmp_path):
+    """gc lists the store, then dates each file: one gone in between (a writer's temporary
+    file renamed, another gc) is not counted, and never a traceback; a link someone put
+    there is dated and removed as itself, its target never touched."""
+    store = Store(tmp_path / "home")
+    gone = store.keep(b"nobody needs this" * 100)
+    folder = store.blob_path(gone).parent
+    outside = tmp_path / "outside.txt"
+    outside.write_text("the user's\n")
+    (folder / ("0" * 38)).symlink_to(tmp_path / "nowhere")  # dangling: its stat fails
+    (folder / ("1" * 38)).symlink_to(outside)
+    old = time.time() - 7200
+    for path in folder.iterdir():
+        os.utime(path, (old, old), follow_symlinks=False)
+    trees, blobs, _ = store.gc([], grace=3600)
+    assert blobs == 3 and list(folder.iterdir()) == []
+    assert outside.read_text() == "the user's\n"
+
+
 def test_a_new_delta_makes_every_link_of_its_bases_chain_recent_for_a_running_gc(tmp_path):
     # A gc that listed the store before this delta existed frees what is older than its
     # grace when it comes to it: every link the delta needs must be recent by then, not
