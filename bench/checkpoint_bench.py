@@ -23,7 +23,8 @@ virtualenv's site-packages. For each, in one run, best of --runs:
   `mulligan.app.workspace.store.looks`) against `git status` of the tree with one file
   changed, interleaved rounds (no target: the floor is printed beside it; stop 25, load ~3.5:
   1.12x at 10k files, 1.02x for site-packages, where a watched walk of every path was
-  7-9x; with the manifest id's per-folder parts, 0.66x at 10k, load 2.5-3.2;
+  7-9x; with the manifest id's per-folder parts, 0.66x at 10k and 0.91x for
+  site-packages, load 2.5-3.2;
   docs/checkpoints.md "Measured");
 - first: the first snapshot into an empty store vs `git add -A && git write-tree` into a
   fresh scratch repository; target at most 1.5x;
