@@ -107,7 +107,9 @@ def test_tree_go_walks_to_an_abandoned_attempt_and_brings_its_files_back(tmp_pat
         screen.keys("Enter")  # go forward to the old attempt: its files come back
         screen.wait_for("Enter: bring this attempt's files back")
         screen.keys("Enter")
-        screen.wait_for("restored 1 file(s): notes.md")
+        # (the first restore's line may still be on the screen: the second one is awaited)
+        screen.wait_until(lambda shown: shown.count("restored 1 file(s): notes.md") >= 2,
+                          "a second restore", history=True)
     assert (tmp_path / "work" / "notes.md").read_text() == "a note\n"
     (file,) = (tmp_path / "home" / "sessions").glob("*/*.jsonl")
     log = SessionLog(file)
