@@ -4,7 +4,6 @@ the agent did not write."""
 
 from __future__ import annotations
 
-import gc
 import os
 import stat
 from pathlib import Path
@@ -286,37 +285,65 @@ def test_sessions_back_files_exits_1_naming_the_file_and_changes_nothing(tmp_pat
     assert kept.returncode == 0 and "kept as they are: a.txt" in kept.stdout
 
 
-def _inotify_descriptors() -> int:
-    """The inotify instances this process has open (the earlier tests' recorders collected
-    first: a recorder never closed is closed by its finalizer)."""
-    gc.collect()
-    fds = Path("/proc/self/fd")
-    if not fds.is_dir():
-        pytest.skip("no /proc/self/fd on this system")
-    count = 0
-    for fd in fds.iterdir():
-        try:
-            count += os.readlink(fd) == "anon_inode:inotify"
-        except OSError:  # the listing's own descriptor, closed by now
-            continue
-    return count
-
-
 def test_a_prompt_readies_the_monitor_the_first_snapshot_uses_and_close_closes_it(tmp_path):
-    """The recorder opens its inotify instance on a thread as a prompt starts (the imports
-    and the instance cost a new process 25-40 ms, hidden behind the model's answer); the first
-    snapshot uses that one -- not a second -- and closing a recorder whose prompt changed
-    nothing closes it all the same."""
-    before = _inotify_descriptors()
-    (tmp_path / "a").mkdir()
-    (tmp_path / "b").mkdir()
-    quiet = session(tmp_path / "a", say("nothing to change"))
-    list(quiet.run_prompt("hi"))
-    quiet.close()
-    assert _inotify_descriptors() == before
-    busy = session(tmp_path / "b", write("a.txt", "a\n"), say("done"))
-    list(busy.run_prompt("write"))
-    assert busy.checkpoints is not None and busy.checkpoints.monitor is not None
-    assert _inotify_descriptors() == before + 1
-    busy.close()
-    assert _inotify_descriptors() == before
+    """In a new process the recorder imports the store and opens its inotify instance on a
+    thread as a prompt starts (25-40 ms, hidden behind the model's answer): a prompt that
+    changed nothing has them ready, and closing the recorder closes the instance; the first
+    snapshot uses that instance -- not a second. (A process that has them imported already
+    opens the instance at the first snapshot, as before: see the last part.)"""
+    import json
+    import subprocess
+    import sys
+
+    script = """
+import gc, json, os, sys, time
+from pathlib import Path
+from mulligan.app import Controller
+from mulligan.app.sessions.catalog import new_session_path
+from mulligan.app.settings import Settings
+from mulligan.app.workspace.checkpoints import Checkpoints
+from mulligan.testing import ScriptedModel, call, reply, say
+from mulligan.tools import coding_tools
+
+def inotify():
+    gc.collect()
+    found = 0
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            found += os.readlink(f"/proc/self/fd/{fd}") == "anon_inode:inotify"
+        except OSError:
+            pass
+    return found
+
+def store():
+    from mulligan.app.workspace.store.snapshots import Store
+    return Store(home)
+
+root = Path(sys.argv[1])
+seen = {}
+for name, script in (("quiet", [say("nothing to change")]),
+                     ("busy", [reply(call("write", {"path": "a.txt", "content": "a"}, id="w")),
+                               say("done")])):
+    work, home = root / name, root / "home"
+    work.mkdir()
+    c = Controller(ScriptedModel(script), coding_tools(work), Settings(cwd=work, home=home),
+                   new_session_path(home, work), checkpoints=Checkpoints(store, work))
+    before = "inotify_simple" in sys.modules
+    list(c.run_prompt("go"))
+    for _ in range(300):  # (the thread may still be at it: waited for, up to 3 s)
+        if "inotify_simple" in sys.modules and inotify() == 1:
+            break
+        time.sleep(0.01)
+    seen[name] = [before, "inotify_simple" in sys.modules, inotify()]
+    c.close()
+    seen[name].append(inotify())
+print(json.dumps(seen))
+"""
+    if not Path("/proc/self/fd").is_dir():
+        pytest.skip("no /proc/self/fd on this system")
+    done = subprocess.run([sys.executable, "-c", script, str(tmp_path)], capture_output=True,
+                          text=True, check=True)
+    seen = json.loads(done.stdout.splitlines()[-1])
+    # imported before the prompt: no; after it: yes; instances open, then after close
+    assert seen["quiet"] == [False, True, 1, 0]
+    assert seen["busy"] == [True, True, 1, 0]  # the first snapshot's: one, closed by close

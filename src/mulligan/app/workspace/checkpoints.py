@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
@@ -38,6 +39,7 @@ __all__ = ["FILE_TOOLS", "Checkpoints", "RestoreRefused", "expected_tree", "owne
            "state_at", "workspace_of"]
 
 FILE_TOOLS = frozenset({"write", "edit", "bash"})  # the tools that can change files
+_WARM = frozenset({"inotify_simple", "mulligan.app.workspace.store.snapshots"})  # `_warm`'s
 
 SessionEntry = Mapping[str, Any]
 
@@ -152,11 +154,13 @@ class Checkpoints:
         snapshot needs and open the inotify instance (in a new process 25-40 ms on this
         machine: the store's modules, ctypes and inotify_simple, whose first call looks for
         libc with a subprocess), so the first call that changes files does not wait for it.
-        Once a recorder's life; nothing is watched or walked here (the first snapshot
-        watches each folder before it reads it)."""
+        Once a recorder's life, and only in a process that has not imported them yet; nothing
+        is watched or walked here (the first snapshot watches each folder before it reads
+        it)."""
         if self._warming is not None or self.monitor is not None or not self._monitoring \
-                or not self.enabled:
-            return
+                or not self.enabled or _WARM.issubset(sys.modules):
+            return  # (imported already -- a later recorder in this process -- the instance
+            # is a system call: a thread would cost more than it hides, 1-1.5 ms measured)
 
         def warm() -> None:
             from mulligan.app.workspace.monitor import Monitor
