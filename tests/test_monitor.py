@@ -311,3 +311,20 @@ def _act(root: Path, operation: str, rnd: random.Random) -> None:
         folder = rnd.choice([root, *folders]) / name / "b" / "c"
         folder.mkdir(parents=True)
         (folder / "d.txt").write_text("d\n")
+
+
+def test_a_file_excluded_after_the_walk_leaves_the_next_snapshot_even_when_looked(tmp_path):
+    """A session file attached after the first walk (`Store.exclude_session`) changes what
+    a walk records: the index made before does not describe that walk, so the next snapshot
+    -- with names to look at -- walks, and the session file is not in it."""
+    root = tree(tmp_path)
+    session = root / "session.jsonl"
+    session.write_text("{}\n")
+    store, monitor = Store(tmp_path / "home"), Monitor.start(root)
+    assert monitor is not None
+    assert "session.jsonl" in store.snapshot(root, monitor=monitor).files
+    store.exclude_session(session)
+    (root / "a.txt").write_text("changed\n")
+    after = store.snapshot(root, monitor=monitor)
+    assert "session.jsonl" not in after.files and "a.txt" in after.files
+    assert after.files == store.snapshot(root).files

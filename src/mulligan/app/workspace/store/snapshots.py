@@ -307,16 +307,13 @@ class Store:
             if named is not None and monitor.plain and isinstance(last, Manifest) and \
                     isinstance(index, statindex.Index):
                 top = monitor.top
-                names = looks.plan(top, index, last, named, None if not named else
-                                   meta_of(top, self._excluded(top), self.max_file))
+                names = looks.plan(top, index, last, named)
                 if names is not None and not names and still(root, last, forced):
                     self.ways["kept"] += 1
                     return last  # nothing changed: no walk, no look
                 excluded = self._excluded(top)
-                if names is not None and not named:  # a write's target changed: a look
-                    names = looks.plan(top, index, last, named,
-                                       meta_of(top, excluded, self.max_file))
-                if names is not None and self._held(b"t", index.tree):  # (freed by a gc?)
+                if names is not None and self._held(b"t", index.tree) and \
+                        looks.made_for(index, meta_of(top, excluded, self.max_file)):
                     look = looks.Look(top, index, last, names, started, excluded=excluded,
                                       forced=forced, visit=monitor.watch,
                                       max_file=self.max_file)
