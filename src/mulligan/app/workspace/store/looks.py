@@ -43,7 +43,7 @@ from bisect import bisect_left
 from collections.abc import Generator, Iterator
 from typing import TYPE_CHECKING, Any
 
-from mulligan.app.workspace.store import statindex
+from mulligan.app.workspace.store import manifests
 from mulligan.app.workspace.store.statindex import Folder, Index, Key, key_of
 from mulligan.app.workspace.store.walk import Rules, Walk, _rules_key
 
@@ -185,7 +185,7 @@ class Look(Walk):
             if isinstance(done, tuple):
                 parts[done[0]] = index.part(done[0])
             else:
-                parts[done.rel] = statindex.listed(
+                parts[done.rel] = manifests.listed(
                     (rel, facts) for rel in done.rels if (facts := files.get(rel)) is not None)
         self.parts = parts
         return b"[" + b",".join(part for part in parts.values() if part) + b"]"

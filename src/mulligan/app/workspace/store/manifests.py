@@ -27,6 +27,7 @@ layout, many new lines) is decoded whole, as before.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from itertools import compress, islice
 from operator import ne, not_
@@ -37,7 +38,7 @@ import orjson
 if TYPE_CHECKING:
     from mulligan.app.workspace.store.snapshots import FileFacts
 
-__all__ = ["Decoded", "Manifest", "changed_paths", "decode", "encode", "manifest_id",
+__all__ = ["Decoded", "Manifest", "changed_paths", "decode", "encode", "listed", "manifest_id",
            "same_content"]
 
 _MOST_NEW = 1024  # lines not seen before, at most, read one by one (else the whole is read)
@@ -203,13 +204,19 @@ def _content(entry: FileFacts | None) -> tuple[str, int, str] | None:
     return None if entry is None else (entry[0], entry[1], entry[4])
 
 
+def listed(entries: Iterable[tuple[str, FileFacts]]) -> bytes:
+    """(path, facts) pairs as a manifest's id lists them -- [path, kind, mode, hash], comma
+    separated, no brackets: the lists of consecutive folders, joined by commas and put in
+    brackets, are the bytes `manifest_id` hashes (a look's: `Index.part`)."""
+    return orjson.dumps([[p, x[0], x[1], x[4]] for p, x in entries])[1:-1]
+
+
 def manifest_id(files: dict[str, FileFacts], skipped: dict[str, str], ignored: list[str],
-                listed: bytes | None = None) -> str:
+                part: bytes | None = None) -> str:
     """A snapshot's id: its content (kind, mode, hash per path, in the walk's order), what it
-    skipped and what it ignored. `listed`: the first part, made already from `files` (a
-    look's, from the folders' parts: `statindex.listed`)."""
-    body = listed if listed is not None else \
-        orjson.dumps([[p, e[0], e[1], e[4]] for p, e in files.items()])
+    skipped and what it ignored. `part`: the first part, made already from `files` (a
+    look's, from the folders' parts: `listed`)."""
+    body = part if part is not None else b"[" + listed(files.items()) + b"]"
     if skipped or ignored:
         body += orjson.dumps([sorted(skipped), ignored])
     return hashlib.blake2b(body, digest_size=20).hexdigest()

@@ -38,14 +38,16 @@ import struct
 import threading
 import zlib
 from array import array
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import orjson
 
+from mulligan.app.workspace.store.manifests import listed
+
 __all__ = ["MARGIN", "Folder", "Index", "Key", "Recorded", "build", "dump", "key_of",
-           "listed", "load", "parse", "stat_ahead"]
+           "load", "parse", "stat_ahead"]
 
 MAGIC = b"MULSTAT1"
 MARGIN = 2_000_000_000  # ns before a walk's start from which a stat is "racy" (see above)
@@ -196,13 +198,6 @@ class Index:
             self._names = "\0".join(self.rels).encode("utf-8", "surrogateescape")
             self._skip = 0
         return self._names, self._skip
-
-
-def listed(entries: Iterable[tuple[str, FileFacts]]) -> bytes:
-    """(path, facts) pairs as a manifest's id lists them -- [path, kind, mode, hash], comma
-    separated, no brackets: the lists of consecutive folders, joined by commas and put in
-    brackets, are the bytes `manifests.manifest_id` hashes."""
-    return orjson.dumps([[p, x[0], x[1], x[4]] for p, x in entries])[1:-1]
 
 
 def build(started: int, tree: str, meta: dict[str, Any], folders: Sequence[Recorded],
