@@ -134,19 +134,18 @@ class Checkpoints:
         return self._store
 
     def _take(self, reread: Iterable[str] = ()) -> Manifest | None:
-        from mulligan.app.workspace.monitor import Monitor
-        from mulligan.app.workspace.store.snapshots import Unsafe
-
         if not self.enabled:
             return None
         if self.monitor is None and self._monitoring:
+            from mulligan.app.workspace.monitor import Monitor
+
             self.monitor = self._warm_monitor() if self._warming is not None \
                 else Monitor.start(self.root)
             self._monitoring = self.monitor is not None
         try:
             return self.store.snapshot(self.root, reread=reread, monitor=self.monitor)
-        except (Unsafe, OSError) as exc:  # checkpoints stop; the session goes on, and says so
-            self.enabled, self.why_off = False, str(exc)
+        except (OSError, _unsafe()) as exc:  # checkpoints stop; the session goes on, and
+            self.enabled, self.why_off = False, str(exc)  # says so
             return None
 
     def _warm(self) -> None:
@@ -274,6 +273,14 @@ class Checkpoints:
         if done.merged:
             meta["merged"] = done.merged
         return {"workspace": meta}
+
+
+def _unsafe() -> type[Exception]:
+    """`snapshots.Unsafe`, imported only when a snapshot raised (an except clause's tuple is
+    evaluated then): a turn's snapshots run no import statement."""
+    from mulligan.app.workspace.store.snapshots import Unsafe
+
+    return Unsafe
 
 
 def _changes(before: Manifest, after: Manifest) -> list[str]:

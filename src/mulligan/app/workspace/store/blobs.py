@@ -143,6 +143,9 @@ class Objects(Reader):
         form = None
         if base is not None and base != name and len(data) >= MIN_DELTA:
             form = self._delta_form(digest, data, base)
+        if form is None and self.by_content and len(data) <= _HEAD + 8 and \
+                not data.startswith(MAGIC):
+            form = data  # zlib's output is 8 bytes at least: kept raw, as below, unpacked
         if form is None:
             packed = _deflate(data)
             if len(packed) + _HEAD < len(data) or data.startswith(MAGIC) or \
