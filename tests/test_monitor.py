@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from mulligan.app.workspace.monitor import MAX_NAMES, Monitor
+from mulligan.app.workspace.store import manifests
 from mulligan.app.workspace.store.snapshots import TEMP_MARK, Manifest, Store
 
 
@@ -81,6 +82,49 @@ def same(watched: Manifest, walked: Manifest) -> None:
     assert watched.id == walked.id
 
 
+def written(store: Store, root: Path, snapshot: Manifest, seen: set[str]) -> None:
+    """The manifest the store keeps is what `manifests.encode` makes of the snapshot, byte
+    for byte (a look writes it from its folders' texts) -- when this snapshot wrote it: an
+    id `seen` before was kept as first written (ids leave out sizes and mtimes), and is
+    then that form of what it holds, with the same paths, kinds, modes and content."""
+    body = store.manifests.read(snapshot.id)
+    if snapshot.id not in seen:
+        assert body == manifests.encode(root.resolve(), snapshot.files, snapshot.skipped,
+                                        snapshot.ignored)
+    kept = manifests.decode(body)
+    assert body == manifests.encode(root.resolve(), kept.files, kept.skipped, kept.ignored)
+    assert [(p, f[:2], f[4]) for p, f in kept.files.items()] == \
+        [(p, f[:2], f[4]) for p, f in snapshot.files.items()]
+    seen.add(snapshot.id)
+
+
+def test_a_look_writes_the_manifest_a_walk_writes_even_where_a_name_breaks_the_lines(
+        tmp_path):
+    """A name holding '],"' makes the manifest one line (no line is one path there): a look
+    that takes its folder whole, or looks into it, writes that same line; once it is gone,
+    one path a line again."""
+    root = tree(tmp_path / "work")
+    odd = root / "src" / "odd],"  # its key, '"src/odd],":', holds '],"'
+    odd.write_text("x\n")
+    store, monitor = Store(tmp_path / "home"), Monitor.start(root)
+    assert monitor is not None
+    first = store.snapshot(root, monitor=monitor)
+    seen: set[str] = set()
+    written(store, root, first, seen)
+    assert store.manifests.read(first.id).count(b"\n") == 0
+    for change in (root / "README", root / "src" / "a.py", odd):
+        change.write_text(change.read_text() + "more\n")
+        looked = store.snapshot(root, monitor=monitor)
+        same(looked, Store(tmp_path / f"full-{change.name}").snapshot(root))
+        written(store, root, looked, seen)
+    odd.unlink()
+    (root / "README").write_text("again\n")
+    looked = store.snapshot(root, monitor=monitor)
+    written(store, root, looked, seen)
+    assert store.manifests.read(looked.id).count(b"\n") == len(looked.files) - 1
+    assert store.ways["looked"] == 4, store.ways
+
+
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_a_look_at_the_named_paths_gives_what_a_full_walk_gives(tmp_path, seed):
     """Random runs of every kind of change (a write's target read whatever, some rounds):
@@ -91,7 +135,7 @@ def test_a_look_at_the_named_paths_gives_what_a_full_walk_gives(tmp_path, seed):
     root = tree(tmp_path / "work")
     store, monitor = Store(tmp_path / "home"), Monitor.start(root)
     assert monitor is not None
-    store.snapshot(root, monitor=monitor)
+    seen = {store.snapshot(root, monitor=monitor).id}
     for n in range(70):
         for _ in range(rnd.randint(1, 3)):
             act(root, rnd.choice(OPERATIONS), rnd)
@@ -100,6 +144,7 @@ def test_a_look_at_the_named_paths_gives_what_a_full_walk_gives(tmp_path, seed):
             else []
         watched = store.snapshot(root, reread=reread, monitor=monitor)
         same(watched, Store(tmp_path / f"full-{n}").snapshot(root))
+        written(store, root, watched, seen)
         if n % 10 == 9:
             store.flush()  # the index the looks left, as the next process reads it
             same(Store(tmp_path / "home").snapshot(root), watched)

@@ -22,11 +22,15 @@ _QQ = struct.Struct("<QQ")
 
 def make_delta(base: bytes, data: bytes, *, limit: int) -> bytes | None:
     """Ops that make `data` from `base`, or None when they would insert more than `limit`
-    literal bytes. O(n): the lines of `base` that occur once in it are anchors (dicts), and
-    a repeated line is looked for where the last copy stopped (or one line on); a match is
-    extended forward line by line and backward over the literal lines just before it."""
-    lines = base.splitlines(keepends=True)
-    offsets = [0, *accumulate(map(len, lines))]
+    literal bytes. O(n): the lines both start with and both end with are found by comparing
+    bytes (C's memcmp, ~35 us a MB: a big manifest whose one line changed costs no Python
+    loop over its lines) and copied; between them, the lines of `base` that occur once in it
+    are anchors (dicts), and a repeated line is looked for where the last copy stopped (or
+    one line on); a match is extended forward line by line and backward over the literal
+    lines just before it."""
+    head, tail = _shared(base, data)
+    lines = base[head:len(base) - tail].splitlines(keepends=True)
+    offsets = list(accumulate(map(len, lines), initial=head))
     total = len(lines)
     last = dict(zip(lines, range(total), strict=True))  # in C: no Python loop
     first = dict(zip(reversed(lines), range(total - 1, -1, -1), strict=True))
@@ -48,8 +52,11 @@ def make_delta(base: bytes, data: bytes, *, limit: int) -> bytes | None:
             out.extend(joined)
             literal.clear()
 
+    if head:
+        out.append(_COPY)
+        out.extend(_QQ.pack(0, head))
     resume = 0  # where the last copy stopped: a repeated line is looked for there
-    for line in data.splitlines(keepends=True):
+    for line in data[head:len(data) - tail].splitlines(keepends=True):
         if start >= 0 and at < total and lines[at] == line:
             at += 1
             continue
@@ -73,7 +80,51 @@ def make_delta(base: bytes, data: bytes, *, limit: int) -> bytes | None:
         insert()
     copy()
     insert()
+    if tail:
+        out.append(_COPY)
+        out.extend(_QQ.pack(len(base) - tail, tail))
     return bytes(out)
+
+
+def _shared(base: bytes, data: bytes) -> tuple[int, int]:
+    """(head, tail): how many bytes `base` and `data` both start with, then both end with
+    (never overlapping the head in either), each cut back to whole lines -- the head ends,
+    and the tail starts, just after a b"\n" -- so the lines between are split as the
+    whole's are."""
+    most = min(len(base), len(data))
+    head = _same(base, data, most, from_end=False)
+    head = base.rfind(b"\n", 0, head) + 1
+    tail = _same(base, data, most - head, from_end=True)
+    if tail:
+        newline = base.find(b"\n", len(base) - tail - 1)  # (a line starts there already)
+        tail = 0 if newline < 0 else len(base) - newline - 1
+    return head, tail
+
+
+def _same(base: bytes, data: bytes, most: int, *, from_end: bool) -> int:
+    """How many bytes (at most `most`) `base` and `data` share at their start (or end):
+    slices compared in growing steps, then the first that differs halved (each comparison
+    a memcmp; a slice of bytes is a copy, which costs less than a memoryview's compare)."""
+    def equal(lo: int, hi: int) -> bool:
+        if from_end:
+            return base[len(base) - hi:len(base) - lo] == data[len(data) - hi:len(data) - lo]
+        return base[lo:hi] == data[lo:hi]
+
+    lo, step = 0, 4096
+    while lo < most:
+        hi = min(most, lo + step)
+        if not equal(lo, hi):
+            break
+        lo, step = hi, step * 2
+    else:
+        return most
+    while hi - lo > 1:  # the first difference is in [lo, hi)
+        middle = (lo + hi) // 2
+        if equal(lo, middle):
+            lo = middle
+        else:
+            hi = middle
+    return lo
 
 
 def apply_delta(base: bytes, ops: bytes) -> bytes:

@@ -190,6 +190,20 @@ class Look(Walk):
         self.parts = parts
         return b"[" + b",".join(part for part in parts.values() if part) + b"]"
 
+    def folder_texts(self) -> dict[str, bytes | None]:
+        """Each folder's entries as the manifest writes them (`manifests.text`), in the
+        walk's order: a folder taken whole has the index's, made once (`Index.text`); only
+        the folders looked at are encoded (`texts`: kept for the next index)."""
+        index, files, texts = self._index, self.files, {}
+        for done in self._done:
+            if isinstance(done, tuple):
+                texts[done[0]] = index.text(done[0])
+            else:
+                texts[done.rel] = manifests.text(
+                    (rel, facts) for rel in done.rels if (facts := files.get(rel)) is not None)
+        self.texts = texts
+        return texts
+
     def _take(self, rel_dir: str, old: Folder, rules: Rules,
               stack: list[tuple[str, Key | None, Rules, int]],
               children: dict[str, list[str]]) -> None:

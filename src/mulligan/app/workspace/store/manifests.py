@@ -38,8 +38,8 @@ import orjson
 if TYPE_CHECKING:
     from mulligan.app.workspace.store.snapshots import FileFacts
 
-__all__ = ["Decoded", "Manifest", "changed_paths", "decode", "encode", "listed", "manifest_id",
-           "same_content"]
+__all__ = ["Decoded", "Manifest", "changed_paths", "decode", "encode", "encode_texts", "listed",
+           "manifest_id", "same_content", "text"]
 
 _MOST_NEW = 1024  # lines not seen before, at most, read one by one (else the whole is read)
 
@@ -111,6 +111,35 @@ def encode(root: object, files: dict[str, FileFacts], skipped: dict[str, str],
                          "skipped": skipped, "ignored": ignored})
     lines = body.replace(b'],"', b'],\n"')
     return lines if lines.count(b"\n") == max(len(files) - 1, 0) else body
+
+
+def text(entries: Iterable[tuple[str, FileFacts]]) -> bytes | None:
+    """(path, facts) pairs (a folder's, in the walk's order) as `encode` writes them in the
+    files' object, one path a line, no braces, no newline after the last; None when a path
+    or link target holds '],"' (`encode` then writes the manifest on one line)."""
+    pairs = dict(entries)
+    lines = orjson.dumps(pairs)[1:-1].replace(b'],"', b'],\n"')
+    return lines if lines.count(b"\n") == max(len(pairs) - 1, 0) else None
+
+
+def encode_texts(root: object, texts: Iterable[bytes | None], files: int,
+                 skipped: dict[str, str], ignored: list[str]) -> bytes | None:
+    """What `encode` makes, byte for byte, from the folders' `text`s (in the walk's order,
+    `files` entries in all) -- a look's manifest: a folder nothing named keeps its text, so
+    a big tree's manifest costs no encoding of every path. None when `encode` would write
+    one line (a text was None, or what is skipped or ignored holds '],"')."""
+    parts = []
+    for part in texts:
+        if part is None:
+            return None
+        if part:
+            parts.append(part)
+    head = b'{"version":1,"root":' + orjson.dumps(str(root)) + b',"files":{'
+    rest = orjson.dumps({"skipped": skipped, "ignored": ignored})[1:]
+    if b'],"' in head or b'],"' in rest:
+        return None
+    body = b"".join((head, b",\n".join(parts), b"},", rest))
+    return body if body.count(b"\n") == max(files - 1, 0) else None
 
 
 def decode(data: bytes, before: Decoded | None = None) -> Decoded:

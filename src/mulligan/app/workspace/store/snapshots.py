@@ -213,13 +213,17 @@ class Store:
     def _write_manifest(self, tree_id: str, root: Path, files: dict[str, FileFacts],
                         skipped: dict[str, str], ignored: list[str],
                         base: str | None = None, along: Sequence[Path] = (),
-                        into: list[tuple[str, bytes]] | None = None) -> None:
+                        into: list[tuple[str, bytes]] | None = None,
+                        texts: dict[str, bytes | None] | None = None) -> None:
         """Write manifest `tree_id` (after its blobs: `along` are synced with it, before it
         is renamed into place), as a delta against `base` (the folder's previous manifest)
         when that is small (`into`: not written, its stored form appended there, see
         `Objects.put`). One path a line, so a delta by lines copies every path that did not
-        change."""
-        body = manifests.encode(root, files, skipped, ignored)
+        change. `texts`: each folder's lines, made already (a look's: the same bytes)."""
+        body = None if texts is None else \
+            manifests.encode_texts(root, texts.values(), len(files), skipped, ignored)
+        if body is None:
+            body = manifests.encode(root, files, skipped, ignored)
         self.manifests.put(tree_id, body, base=base, along=along, into=into)
 
     def _bases(self, root: Path, tree_id: object) -> _Bases:
@@ -382,13 +386,14 @@ class Store:
         kept: list[tuple[str, bytes]] = []
         if not self._held(b"t", tree_id):
             self._write_manifest(tree_id, root, files, skipped, walk.ignored, bases.tree(),
-                                 into=kept)
+                                 into=kept, texts=walk.folder_texts())
         # What needs no disk is done before the wait for it, while this thread's caches are
         # warm (after a wait, the same Python runs 3-5x slower on this machine): the next
         # walk's index (kept only once the snapshot is durable), the manifest, and the end
         # of the watched walk (every read is done: a change from here on is the next's).
         built = None if same is not None else statindex.build(
-            walk.started, tree_id, walk.meta, walk.recorded(), walk.shared, walk.parts)
+            walk.started, tree_id, walk.meta, walk.recorded(), walk.shared, walk.parts,
+            walk.texts)
         manifest = Manifest(tree_id, files, skipped, walk.ignored, walk.temps)
         if monitor is not None:
             monitor.end()

@@ -45,6 +45,7 @@ from typing import Any, NamedTuple
 import orjson
 
 from mulligan.app.workspace.store.manifests import listed
+from mulligan.app.workspace.store.manifests import text as folder_text
 
 __all__ = ["MARGIN", "Folder", "Index", "Key", "Recorded", "build", "dump", "key_of",
            "load", "parse", "stat_ahead"]
@@ -115,6 +116,7 @@ class Index:
     _inodes: list[int] | None = None
     _shared: set[int] | None = None  # the inodes more than one entry has (hard links)
     _parts: dict[str, bytes] | None = None  # per folder, its entries as `listed` has them
+    _texts: dict[str, bytes | None] | None = None  # per folder, as `manifests.text` has them
 
     def racy(self, key: Key) -> bool:
         return key[2] >= self.racy_from or key[3] >= self.racy_from
@@ -191,6 +193,18 @@ class Index:
                                             self.facts[folder.start:end], strict=True))
         return found
 
+    def text(self, rel: str) -> bytes | None:
+        """Folder `rel`'s entries as a manifest writes them (`manifests.text`), made once."""
+        texts = self._texts
+        if texts is None:
+            texts = self._texts = {}
+        if rel not in texts:
+            folder = self.folders[rel]
+            end = folder.start + folder.entries
+            texts[rel] = folder_text(zip(self.rels[folder.start:end],
+                                         self.facts[folder.start:end], strict=True))
+        return texts[rel]
+
     def names(self) -> tuple[bytes | memoryview, int]:
         """(`rels` as bytes, NUL-separated, as the file system has them; how many names come
         before them there) -- what `_lstats.differ` reads."""
@@ -201,7 +215,8 @@ class Index:
 
 
 def build(started: int, tree: str, meta: dict[str, Any], folders: Sequence[Recorded],
-          shared: set[int] | None = None, parts: dict[str, bytes] | None = None) -> Index:
+          shared: set[int] | None = None, parts: dict[str, bytes] | None = None,
+          texts: dict[str, bytes | None] | None = None) -> Index:
     """The index of a walk that began at `started` (time.time_ns()), recorded `tree`, and saw
     `folders` (in its order): what the next walk in this process uses, and what `dump`
     writes. `shared`: a superset of its entries' shared inodes, if known (`Index.shared`)."""
@@ -218,7 +233,8 @@ def build(started: int, tree: str, meta: dict[str, Any], folders: Sequence[Recor
         facts += f.facts
         ignored += f.ignored
     return Index(started - MARGIN, tree, {**meta, "started": started, "tree": tree}, table,
-                 rels, facts, ignored, _keys=keys, _shared=shared, _parts=parts)
+                 rels, facts, ignored, _keys=keys, _shared=shared, _parts=parts,
+                 _texts=texts)
 
 
 def dump(index: Index) -> bytes:

@@ -83,6 +83,7 @@ class Walk:
         self.linked = False  # an ignore file read was a link (see `_rules_key`)
         self.shared: set[int] | None = None  # the inodes its entries may share, if known
         self.parts: dict[str, bytes] | None = None  # `listed`'s, per folder
+        self.texts: dict[str, bytes | None] | None = None  # `folder_texts`'s, per folder
         self.meta = meta_of(root, excluded, max_file)
         self._index = index
         self._done: list[Recorded | tuple[str, Folder]] = []
@@ -362,6 +363,11 @@ class Walk:
     def listed(self) -> bytes | None:
         """What `manifests.manifest_id` lists of `files`, when made cheaper than from them
         (a look's); and `parts`, per folder, for the next index."""
+        return None
+
+    def folder_texts(self) -> dict[str, bytes | None] | None:
+        """Each folder's `manifests.text`, in the walk's order, when made cheaper than
+        encoding `files` whole (a look's: `texts`, for the next index); None for a walk."""
         return None
 
     def recorded(self) -> list[Recorded]:
