@@ -18,7 +18,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mulligan.app.workspace.restore import apply, plan
-from mulligan.app.workspace.store.blobs import MAGIC, MAX_DEPTH, Damaged
+from mulligan.app.workspace.store.blobs import MAGIC, MAX_DEPTH, MIN_MANIFEST_DELTA, Damaged
+from mulligan.app.workspace.store.reading import _DELTA, _WHOLE
 from mulligan.app.workspace.store.delta import apply_delta, make_delta
 from mulligan.app.workspace.store.snapshots import Store
 
@@ -379,3 +380,25 @@ def test_a_chains_first_object_read_for_a_delta_is_checked_on_its_own_when_read(
     sound.blobs.put(digest(second), second, base=digest(first))
     again = Store(tmp_path / "home2")
     assert again.read_blob(digest(second)) == second and again.read_blob(digest(first)) == first
+
+
+def test_a_small_manifest_is_stored_whole_and_a_big_one_as_a_delta(tmp_path):
+    """A manifest of a few paths is kept whole, compressed (its delta would save a few
+    hundred bytes for a base read and a line match on every turn); one of many paths, as a
+    delta of the folder's previous manifest."""
+    forms = {}
+    for paths in (25, 60):
+        work = tmp_path / f"work{paths}"
+        work.mkdir()
+        for n in range(paths):
+            (work / f"file{n}.txt").write_text(f"file {n}\n")
+        store = Store(tmp_path / f"home{paths}")
+        store.snapshot(work)
+        (work / "file0.txt").write_text("changed\n")
+        tree = store.snapshot(work)
+        body = store.manifests.read(tree.id)
+        form = store.journal.get(b"t", tree.id)
+        assert form is not None and form.startswith(MAGIC)
+        forms[paths] = (len(body), form[len(MAGIC):len(MAGIC) + 1])
+    assert 2048 < forms[25][0] < MIN_MANIFEST_DELTA < forms[60][0]
+    assert forms[25][1] == _WHOLE and forms[60][1] == _DELTA

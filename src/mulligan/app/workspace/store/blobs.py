@@ -47,9 +47,14 @@ from mulligan.home import open_private, private_dirs
 if TYPE_CHECKING:
     from concurrent.futures import Future, ThreadPoolExecutor
 
-__all__ = ["MAGIC", "MAX_DEPTH", "Damaged", "Objects", "write_atomic"]
+__all__ = ["MAGIC", "MAX_DEPTH", "MIN_MANIFEST_DELTA", "Damaged", "Objects", "write_atomic"]
 
 MIN_DELTA = 512  # bytes: a smaller object is only compressed
+# bytes: a smaller manifest too -- a few dozen paths, compressed to a few hundred bytes: its
+# delta saves ~200 bytes a snapshot (under ~1 KB, none: it is not 1/_WORTH of the whole,
+# found only after it was made) for the base's chain held and read and a line match on the
+# turn, on a path that runs with cold caches after every tool
+MIN_MANIFEST_DELTA = 4096
 _WORTH = 8  # a delta is kept when it is at most 1/_WORTH of the bytes it stands for
 _BACKLOG = 64 << 20  # bytes `put_soon` may hold before it waits
 _INLINE = 16  # blobs `put_soon` writes itself before it hands them to the worker threads
@@ -124,8 +129,10 @@ class Objects(Reader):
     in messages ("blob"). Thread-safe (the shared store's uploader reads while a snapshot
     writes)."""
 
-    def __init__(self, path_of: Callable[[str], Path], *, by_content: bool, what: str) -> None:
+    def __init__(self, path_of: Callable[[str], Path], *, by_content: bool, what: str,
+                 min_delta: int = MIN_DELTA) -> None:
         super().__init__(path_of, by_content=by_content, what=what)
+        self.min_delta = min_delta  # bytes: a smaller object is stored whole, compressed
         self._pool: ThreadPoolExecutor | None = None
         self._mine = threading.local()  # .jobs: this thread's put_soon's, not yet settled
         self._backlog = 0  # bytes they hold
@@ -141,7 +148,7 @@ class Objects(Reader):
         keep in the journal or write (`write_staged`)."""
         digest = bytes.fromhex(name) if self.by_content else _hash(data)
         form = None
-        if base is not None and base != name and len(data) >= MIN_DELTA:
+        if base is not None and base != name and len(data) >= self.min_delta:
             form = self._delta_form(digest, data, base)
         if form is None and self.by_content and len(data) <= _HEAD + 8 and \
                 not data.startswith(MAGIC):

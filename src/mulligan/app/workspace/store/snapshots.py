@@ -43,7 +43,7 @@ from typing import Any
 
 from mulligan.app.workspace.monitor import Monitor, still
 from mulligan.app.workspace.store import looks, manifests, statindex
-from mulligan.app.workspace.store.blobs import Objects, write_atomic
+from mulligan.app.workspace.store.blobs import MIN_MANIFEST_DELTA, Objects, write_atomic
 from mulligan.app.workspace.store.collect import collect
 from mulligan.app.workspace.store.journal import Journal
 from mulligan.app.workspace.store.manifests import (
@@ -99,7 +99,8 @@ class Store:
         # told of each manifest written, asked for what is not here.
         self.shared: Any = None
         self.blobs = Objects(self.blob_path, by_content=True, what="blob")
-        self.manifests = Objects(self._tree_path, by_content=False, what="snapshot")
+        self.manifests = Objects(self._tree_path, by_content=False, what="snapshot",
+                                 min_delta=MIN_MANIFEST_DELTA)
         # A small snapshot's new objects are made durable by one record here, not by fsyncs.
         self.journal = Journal(self.root, {b"b": self.blobs, b"t": self.manifests})
         self.blobs.journal = self.manifests.journal = self.journal
