@@ -24,7 +24,9 @@ virtualenv's site-packages. For each, in one run, best of --runs:
   changed, interleaved rounds (no target: the floor is printed beside it; stop 25, load ~3.5:
   1.12x at 10k files, 1.02x for site-packages, where a watched walk of every path was
   7-9x; with the manifest id's per-folder parts, 0.66x at 10k and 0.91x for
-  site-packages, load 2.5-3.2;
+  site-packages, load 2.5-3.2; stop 26, the manifest's JSON from each folder's kept lines
+  and its delta's shared head and tail by memcmp, load 0.5-1.0: 0.47x at 10k (before
+  1.02x in the same half hour), 0.62x for site-packages (before 1.01x);
   docs/checkpoints.md "Measured");
 - first: the first snapshot into an empty store vs `git add -A && git write-tree` into a
   fresh scratch repository; target at most 1.5x;
@@ -48,7 +50,10 @@ virtualenv's site-packages. For each, in one run, best of --runs:
   a background thread spills the pack to loose files after (stop 25: docs/checkpoints.md
   "Measured"). Stop 24 (no quiet minute; main
   before alternated run by run; the quietest, load 1.4-1.9): a first turn 2.6-10.2% (before
-  11.6-16.2%), a later turn 6.9-14.1% (before 8.8-17.3%); docs/checkpoints.md has every run;
+  11.6-16.2%), a later turn 6.9-14.1% (before 8.8-17.3%); stop 26 (less done on the
+  turn, and less after the journal's wait), the later turn's measure with 60 pairs, 6 runs
+  alternated with the code before, load 0.7-1.1: 6.2-11.1%, median 9.0% (before 8.5-18.2%,
+  median 11.5%); docs/checkpoints.md has every run;
 - a new process's first turn (`fresh`, also with --only-turn): the recorder's own calls,
   wall, in new processes (its imports and inotify instance included), the model's first reply
   after 300 ms (target under 10% of tool time + 20 ms) and at once (printed, no target);
