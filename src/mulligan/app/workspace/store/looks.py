@@ -40,18 +40,19 @@ from __future__ import annotations
 import os
 import stat
 from bisect import bisect_left
-from collections.abc import Generator, Iterator
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Generator, Iterator
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from mulligan.app.workspace.store import manifests
 from mulligan.app.workspace.store.statindex import Folder, Index, Key, key_of
 from mulligan.app.workspace.store.walk import Rules, Walk, _rules_key
 
 if TYPE_CHECKING:
-    from mulligan.app.workspace.store.snapshots import Manifest
+    from mulligan.app.workspace.store.snapshots import FileFacts, Manifest
 
 __all__ = ["Look", "made_for", "plan"]
 
+_T = TypeVar("_T")
 _WHOLE, _FRESH, _AGAIN = 0, 1, 2  # watched since read / not watched: walk it / read it again
 Named = dict[str, set[str]]
 
@@ -180,29 +181,28 @@ class Look(Walk):
     def listed(self) -> bytes:
         """`manifest_id`'s list of `files`, from each folder's part: a folder taken whole
         has the index's, made once (`Index.part`); only the folders looked at are listed."""
-        index, files, parts = self._index, self.files, {}
-        for done in self._done:
-            if isinstance(done, tuple):
-                parts[done[0]] = index.part(done[0])
-            else:
-                parts[done.rel] = manifests.listed(
-                    (rel, facts) for rel in done.rels if (facts := files.get(rel)) is not None)
-        self.parts = parts
+        parts = self.parts = self._per_folder(self._index.part, manifests.listed)
         return b"[" + b",".join(part for part in parts.values() if part) + b"]"
 
     def folder_texts(self) -> dict[str, bytes | None]:
         """Each folder's entries as the manifest writes them (`manifests.text`), in the
         walk's order: a folder taken whole has the index's, made once (`Index.text`); only
         the folders looked at are encoded (`texts`: kept for the next index)."""
-        index, files, texts = self._index, self.files, {}
+        texts = self.texts = self._per_folder(self._index.text, manifests.text)
+        return texts
+
+    def _per_folder(self, whole: Callable[[str], _T],
+                    made: Callable[[Iterator[tuple[str, FileFacts]]], _T]) -> dict[str, _T]:
+        """By folder, in the walk's order: `whole(folder)` for one taken whole (the
+        index's), `made(its (path, facts) in files)` for one looked at."""
+        files, out = self.files, {}
         for done in self._done:
             if isinstance(done, tuple):
-                texts[done[0]] = index.text(done[0])
+                out[done[0]] = whole(done[0])
             else:
-                texts[done.rel] = manifests.text(
+                out[done.rel] = made(
                     (rel, facts) for rel in done.rels if (facts := files.get(rel)) is not None)
-        self.texts = texts
-        return texts
+        return out
 
     def _take(self, rel_dir: str, old: Folder, rules: Rules,
               stack: list[tuple[str, Key | None, Rules, int]],
