@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 
 from mulligan.app.workspace.restore import apply, plan
 from mulligan.app.workspace.store.blobs import MAGIC, MAX_DEPTH, MIN_MANIFEST_DELTA, Damaged
-from mulligan.app.workspace.store.reading import _DELTA, _WHOLE
 from mulligan.app.workspace.store.delta import apply_delta, make_delta
+from mulligan.app.workspace.store.reading import _DELTA, _WHOLE
 from mulligan.app.workspace.store.snapshots import Store
 
 LINES = st.sampled_from([b"a\n", b"b\n", b"\n", b"c", b"dd\r\n", b"e\r", b"x" * 40 + b"\n",
