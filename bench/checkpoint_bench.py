@@ -52,7 +52,7 @@ virtualenv's site-packages. For each, in one run, best of --runs:
   before alternated run by run; the quietest, load 1.4-1.9): a first turn 2.6-10.2% (before
   11.6-16.2%), a later turn 6.9-14.1% (before 8.8-17.3%); stop 26 (less done on the
   turn, and less after the journal's wait), the later turn's measure with 60 pairs, 6 runs
-  alternated with the code before, load 0.7-1.1: 6.2-11.1%, median 9.0% (before 8.5-18.2%,
+  alternated with the code before, load 0.7-1.1: 6.2-11.1%, median 8.9% (before 8.5-18.2%,
   median 11.5%); docs/checkpoints.md has every run;
 - a new process's first turn (`fresh`, also with --only-turn): the recorder's own calls,
   wall, in new processes (its imports and inotify instance included), the model's first reply
