@@ -50,26 +50,18 @@ from mulligan.app.workspace.store.walk import Rules, Walk, _rules_key
 if TYPE_CHECKING:
     from mulligan.app.workspace.store.snapshots import FileFacts, Manifest
 
-__all__ = ["Look", "made_for", "plan"]
+__all__ = ["Look", "plan"]
 
 _T = TypeVar("_T")
 _WHOLE, _FRESH, _AGAIN = 0, 1, 2  # watched since read / not watched: walk it / read it again
 Named = dict[str, set[str]]
 
 
-def made_for(index: Index, meta: dict[str, Any]) -> bool:
-    """Whether `index` was made by a walk like this one (`meta`: the walk's, `Walk.meta`: the
-    same root, Mulligan files and size cap); a look needs it, a snapshot that finds nothing
-    named does not ask."""
-    recorded = index.meta
-    return all(recorded.get(k) == meta[k] for k in ("root", "max_file", "excluded"))
-
-
 def plan(root: str, index: Index, last: Manifest, named: Named) -> Named | None:
     """The names to look at in each folder the walk reads, from what the events named
     (`named`; names in folders the walk does not read -- ignored, gone -- are dropped), or
     None when a look cannot give what the walk would (see the module's docstring; whether
-    the index was made for this walk is `made_for`'s)."""
+    the index was made for this walk is `walk.made_for`'s)."""
     recorded = index.meta
     if index.tree != last.id:
         return None

@@ -53,7 +53,7 @@ from mulligan.app.workspace.store.manifests import (
     same_content,
 )
 from mulligan.app.workspace.store.reading import read_all
-from mulligan.app.workspace.store.walk import TEMP_MARK, Walk, meta_of
+from mulligan.app.workspace.store.walk import TEMP_MARK, Walk, made_for
 from mulligan.home import folder_slug, private_dirs
 
 __all__ = ["TEMP_MARK", "FileFacts", "Manifest", "Store", "Unsafe", "changed_paths",
@@ -316,12 +316,12 @@ class Store:
                 if names is not None and not names and still(root, last, forced):
                     self.ways["kept"] += 1
                     return last  # nothing changed: no walk, no look
-                excluded = self._excluded(top)
-                if names is not None and self._held(b"t", index.tree) and \
-                        looks.made_for(index, meta_of(top, excluded, self.max_file)):
-                    look = looks.Look(top, index, last, names, started, excluded=excluded,
-                                      forced=forced, visit=monitor.watch,
-                                      max_file=self.max_file)
+                if names is not None and self._held(b"t", index.tree):
+                    look = looks.Look(top, index, last, names, started,
+                                      excluded=self._excluded(top), forced=forced,
+                                      visit=monitor.watch, max_file=self.max_file)
+                    if not made_for(index, look.meta):  # (other Mulligan files, or cap)
+                        look = None
         manifest, walk, index = self._walk_and_record(root, forced, monitor, look)
         if monitor is not None:
             self.ways["walked" if look is None else "looked"] += 1
@@ -419,9 +419,9 @@ class Store:
             else:
                 self._unsaved.add(str(root))
         self._last[str(root)] = manifest
-        if same is None or index is None:
-            return manifest, walk, self._indexes[str(root)]
-        return manifest, walk, index
+        described = built if built is not None else index  # (an unchanged walk had one)
+        assert described is not None
+        return manifest, walk, described
 
     def flush(self) -> None:
         """Write to disk the stat indexes kept only in memory (a session's recorder, as it

@@ -38,9 +38,9 @@ import struct
 import threading
 import zlib
 from array import array
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 import orjson
 
@@ -59,6 +59,7 @@ _HEAD = struct.Struct("<8sIIIII")  # magic, meta bytes, strings bytes, folders, 
 
 Key = tuple[int, int, int, int, int]  # (st_mode, st_size, st_mtime_ns, st_ctime_ns, st_ino)
 key_of: Any = operator.attrgetter("st_mode", "st_size", "st_mtime_ns", "st_ctime_ns", "st_ino")
+_T = TypeVar("_T")
 FileFacts = tuple[str, int, int, int, str]  # as snapshots.FileFacts (not imported: a cycle)
 
 
@@ -182,28 +183,15 @@ class Index:
     def part(self, rel: str) -> bytes:
         """Folder `rel`'s entries as a manifest's id lists them (`manifests.listed`), made
         once."""
-        parts = self._parts
-        if parts is None:
-            parts = self._parts = {}
-        found = parts.get(rel)
-        if found is None:
-            folder = self.folders[rel]
-            end = folder.start + folder.entries
-            found = parts[rel] = listed(zip(self.rels[folder.start:end],
-                                            self.facts[folder.start:end], strict=True))
-        return found
+        if self._parts is None:
+            self._parts = {}
+        return _made(self._parts, rel, self, listed)
 
     def text(self, rel: str) -> bytes | None:
         """Folder `rel`'s entries as a manifest writes them (`manifests.text`), made once."""
-        texts = self._texts
-        if texts is None:
-            texts = self._texts = {}
-        if rel not in texts:
-            folder = self.folders[rel]
-            end = folder.start + folder.entries
-            texts[rel] = folder_text(zip(self.rels[folder.start:end],
-                                         self.facts[folder.start:end], strict=True))
-        return texts[rel]
+        if self._texts is None:
+            self._texts = {}
+        return _made(self._texts, rel, self, folder_text)
 
     def names(self) -> tuple[bytes | memoryview, int]:
         """(`rels` as bytes, NUL-separated, as the file system has them; how many names come
@@ -212,6 +200,17 @@ class Index:
             self._names = "\0".join(self.rels).encode("utf-8", "surrogateescape")
             self._skip = 0
         return self._names, self._skip
+
+
+def _made(cache: dict[str, _T], rel: str, index: Index,
+          make: Callable[[Iterator[tuple[str, FileFacts]]], _T]) -> _T:
+    """`cache[rel]`, made first from folder `rel`'s (path, facts) pairs if it is not there."""
+    if rel not in cache:
+        folder = index.folders[rel]
+        end = folder.start + folder.entries
+        cache[rel] = make(zip(index.rels[folder.start:end], index.facts[folder.start:end],
+                              strict=True))
+    return cache[rel]
 
 
 def build(started: int, tree: str, meta: dict[str, Any], folders: Sequence[Recorded],

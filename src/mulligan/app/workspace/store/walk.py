@@ -51,7 +51,7 @@ except ImportError:  # pragma: no cover - a platform where it could not be compi
 if TYPE_CHECKING:
     import pathspec
 
-__all__ = ["TEMP_MARK", "Walk", "meta_of"]
+__all__ = ["TEMP_MARK", "Walk", "made_for", "meta_of"]
 
 TEMP_MARK = ".mulligan-restore-"
 _OPEN_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -103,9 +103,7 @@ class Walk:
         exclude_key = self._rules_key(exclude)
         self.meta["exclude"] = exclude_key
         rules: Rules = (("", exclude, exclude_key),) if exclude_key is not None else ()
-        same = index is not None and index.meta.get("root") == root and \
-            index.meta.get("max_file") == self.meta["max_file"] and \
-            index.meta.get("excluded") == self.meta["excluded"] and \
+        same = index is not None and made_for(index, self.meta) and \
             _same_key(index, index.meta.get("exclude"), exclude_key)
         forced_dirs = {rel.rpartition("/")[0] for rel in self.forced}
         try:
@@ -398,6 +396,13 @@ def meta_of(root: str, excluded: tuple[set[str], list[tuple[str, str]]], max_fil
     """What a walk of `root` records, and an index must have recorded, for it to count."""
     return {"root": root, "max_file": max_file,
             "excluded": [sorted(excluded[0]), sorted(map(list, excluded[1]))]}
+
+
+def made_for(index: Index, meta: dict[str, Any]) -> bool:
+    """Whether `index` was made by a walk like the one `meta` is of (`meta_of`: the same
+    root, Mulligan files and size cap): only then do its entries count for it."""
+    recorded = index.meta
+    return all(recorded.get(k) == meta[k] for k in ("root", "max_file", "excluded"))
 
 
 class _Reading:
