@@ -117,28 +117,23 @@ class Journal:
         if len(payload) > MAX_RECORD:
             return False
         self._there()
-        with self._lock:  # (the flock by hand: no generator on a turn's path)
-            fd = self._open()
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            try:
-                if START + RECORD.size + len(payload) > self._size:
-                    return False  # a journal too small for it (not one this version made)
-                end = self._scan(fd, writing=True)
-                if end + RECORD.size + len(payload) > self._size:  # full
-                    self._restart(fd)
-                    end = START
-                when = time.time_ns()
-                head = RECORD.pack(packs.MAGIC, b"r", self._generation, when, len(payload),
-                                   packs.digest(payload))
-                os.pwrite(fd, head + payload, end)
-                os.fdatasync(fd)
-                # What `_scan` reads back from the record, without parsing it again.
-                index, own = self._index, self._own
-                for key, form in keys:
-                    index[key] = own[key] = (when, form)
-                self._end = end + len(head) + len(payload)
-            finally:
-                fcntl.flock(fd, fcntl.LOCK_UN)
+        with self._locked(exclusive=True) as fd:
+            if START + RECORD.size + len(payload) > self._size:
+                return False  # a journal too small for it (not one this version made)
+            end = self._scan(fd, writing=True)
+            if end + RECORD.size + len(payload) > self._size:  # full
+                self._restart(fd)
+                end = START
+            when = time.time_ns()
+            head = RECORD.pack(packs.MAGIC, b"r", self._generation, when, len(payload),
+                               packs.digest(payload))
+            os.pwrite(fd, head + payload, end)
+            os.fdatasync(fd)
+            # What `_scan` reads back from the record, without parsing it again.
+            index, own = self._index, self._own
+            for key, form in keys:
+                index[key] = own[key] = (when, form)
+            self._end = end + len(head) + len(payload)
         return True
 
     def restart(self) -> None:
@@ -275,27 +270,21 @@ class Journal:
         the flock: writers take turns. A reader takes no flock: a record being written does
         not check yet, and is not read."""
         with self._lock:
-            fd = self._open()
+            if self._fd is None:
+                if not self.file.exists():
+                    _make(self.file, self.packs)
+                self._fd = os.open(self.file, os.O_RDWR | os.O_CLOEXEC)
+                self._closer = weakref.finalize(self, os.close, self._fd)
+                # Its size as made (another version may make it bigger): never changed.
+                self._size = os.fstat(self._fd).st_size
             if not exclusive:
-                yield fd
+                yield self._fd
                 return
-            fcntl.flock(fd, fcntl.LOCK_EX)
+            fcntl.flock(self._fd, fcntl.LOCK_EX)
             try:
-                yield fd
+                yield self._fd
             finally:
-                fcntl.flock(fd, fcntl.LOCK_UN)
-
-    def _open(self) -> int:
-        """The journal's descriptor, the file made and opened if need be (this object's
-        lock held)."""
-        if self._fd is None:
-            if not self.file.exists():
-                _make(self.file, self.packs)
-            self._fd = os.open(self.file, os.O_RDWR | os.O_CLOEXEC)
-            self._closer = weakref.finalize(self, os.close, self._fd)
-            # Its size as made (another version may make it bigger): never changed.
-            self._size = os.fstat(self._fd).st_size
-        return self._fd
+                fcntl.flock(self._fd, fcntl.LOCK_UN)
 
     def _scan(self, fd: int, *, writing: bool) -> int:
         """Bring the index up to the file (another process may have written records, sealed
