@@ -53,7 +53,8 @@ virtualenv's site-packages. For each, in one run, best of --runs:
   11.6-16.2%), a later turn 6.9-14.1% (before 8.8-17.3%); stop 26 (less done on the
   turn, and less after the journal's wait), the later turn's measure with 60 pairs, 6 runs
   alternated with the code before, load 0.7-1.1: 6.2-11.1%, median 8.9% (before 8.5-18.2%,
-  median 11.5%); docs/checkpoints.md has every run;
+  median 11.5%); this bench with --turns 60, 4 runs alternated: 5.7-14.5% wall, CPU 1.2-2.2
+  ms (before 2.2-13.4%, CPU 1.9-2.6 ms); docs/checkpoints.md has every run;
 - a new process's first turn (`fresh`, also with --only-turn): the recorder's own calls,
   wall, in new processes (its imports and inotify instance included), the model's first reply
   after 300 ms (target under 10% of tool time + 20 ms) and at once (printed, no target);
