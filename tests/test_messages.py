@@ -85,6 +85,16 @@ def test_scripted_model_answers_in_turn_and_records_copies_of_requests() -> None
     assert '"hello"' in model.calls[0].text
 
 
+def test_scripted_model_that_does_not_record_answers_in_turn_and_keeps_nothing() -> None:
+    model = ScriptedModel([say("one"), lambda request: say(f"saw {len(request.messages)}")],
+                          record=False)
+    assert text_of(model.complete("sys", [user("hello")], [])) == "one"
+    assert text_of(model.complete("sys", [user("hello"), say("one")], [])) == "saw 2"
+    assert model.calls == []
+    with pytest.raises(ScriptExhausted, match="request 3"):
+        model.complete("", [], [])
+
+
 def test_scripted_model_raises_when_the_script_runs_out_or_says_so() -> None:
     model = ScriptedModel([RuntimeError("provider down")])
     with pytest.raises(RuntimeError, match="provider down"):

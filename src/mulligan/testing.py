@@ -138,17 +138,24 @@ class ScriptedModel:
 
     script: Sequence[Reply] | Callable[[Request], AssistantMessage]
     calls: list[Request] = field(default_factory=list)
+    # False: no request is copied or kept, as a provider keeps none (a benchmark's long
+    # session: a deep copy of every transcript sent, kept, made its garbage collections
+    # grow with the session -- 0.4 s pauses by turn 200)
+    record: bool = True
+    _answered: int = field(default=0, init=False, repr=False)
 
     def complete(
         self, system: str, messages: list[Message], tools: list[ToolSpec]
     ) -> AssistantMessage:
-        request = Request(system, copy.deepcopy(list(messages)),
+        request = Request(system, copy.deepcopy(list(messages)) if self.record else messages,
                           [{"name": t["name"], "description": t["description"],
                             "parameters": t["parameters"]} for t in tools])
-        self.calls.append(request)
+        if self.record:
+            self.calls.append(request)
+        self._answered += 1
         if callable(self.script) and not isinstance(self.script, Sequence):
             return copy.deepcopy(self.script(request))
-        index = len(self.calls) - 1
+        index = self._answered - 1
         if index >= len(self.script):
             raise ScriptExhausted(f"ScriptedModel has no reply for request {index + 1}")
         item = self.script[index]

@@ -7,9 +7,10 @@ over the three system calls; its `parse_events` reads the descriptor's bytes) or
 where there is none. The snapshot walk calls `watch(folder)` for every folder it is about to
 read, *before* reading it, so a change after the read is an event naming the folder's watch
 and the entry's name. `begin()` before a walk (or a look) hands over what the events named
-since the last one ended -- {folder relative to the root ("" the root): {names}} -- and
-forgets it; `end()` after it keeps what came during it for the next. The named set is None,
-"walk everything", unless every event since the last walk ended could be described as a name
+since the last one began -- {folder relative to the root ("" the root): {names}} -- and
+forgets it; what comes during it stays queued for the next (read only then: a system call
+and an empty queue's exception less on every snapshot). The named set is None,
+"walk everything", unless every event since the last walk began could be described as a name
 in a folder the walk read: a queue overflow, a watch that could not be added (the system's
 limit: then every snapshot walks), a watch that went away, a watched folder deleted or moved
 (`DELETE_SELF`, `MOVE_SELF`) or unmounted, the root's own change (its mode), an event of a
@@ -70,7 +71,7 @@ class Monitor:
         self._folders: dict[int, str] = {}  # watch descriptor -> folder, relative
         self._names: Named = {}
         self._count = 0
-        self._lost = True  # nothing is known until a walk has ended
+        self._lost = True  # nothing is known until a walk has begun
         self._broken = False
         weakref.finalize(self, notify.close)
 
@@ -88,12 +89,12 @@ class Monitor:
             return None  # inotify on this system: the snapshots walk
 
     def changed(self) -> bool:
-        """True unless nothing under the folder changed since the last walk ended."""
+        """True unless nothing under the folder changed since the last walk began."""
         self._pending()
         return self._lost or self._broken or bool(self._names)
 
     def begin(self) -> Named | None:
-        """A walk or a look starts: what the events named since the last one ended (None:
+        """A walk or a look starts: what the events named since the last one began (None:
         they cannot say, walk everything), handed over and forgotten -- what happens from
         now on is for the next. Every folder a walk reads is watched again (adding a watch
         that exists costs one system call and keeps it)."""
@@ -114,10 +115,6 @@ class Monitor:
         top = self.top
         self._folders[wd] = "" if folder == top else folder[len(top) + 1:] \
             if folder.startswith(top + "/") else folder  # (not under it: named, then unknown)
-
-    def end(self) -> None:
-        """A walk ended: a change made while it read is for the next snapshot to see."""
-        self._pending()
 
     def close(self) -> None:
         self._notify.close()

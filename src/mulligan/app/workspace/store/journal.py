@@ -49,8 +49,8 @@ operation took stays right while it is kept.
 Processes take turns by flock; the header is read again for every lookup or `view` (an
 operation's several lookups), so a seal or restart by another process is seen.
 
-In: the store's root and its `Objects` by folder letter. Out: `put` (durable), `get`, `has`,
-`view`, `names`, `restart`, `wait` (for this process's background spills). Never: return
+In: the store's root and its `Objects` by folder letter. Out: `put` (durable), `get`,
+`counted`, `view`, `names`, `restart`, `wait` (for this process's background spills). Never: return
 before the fdatasync, grow or shrink the file, hand back bytes from a record that does not
 check, write a turn's objects one file each on the turn, rewrite a loose object that reads
 back sound.
@@ -225,23 +225,21 @@ class Journal:
             self._scan(fd, writing=False)
             return self._index
 
-    def has(self, letter: bytes, name: str, *, fresh: bool = True) -> bool:
-        """Whether the journal (or a pack) holds object `name` of folder `letter`. One this
-        process has counted answers with one read of the header (a snapshot asks a few
-        times: no scan): while the generation is the same, no restart -- which `gc` does
-        before it frees anything -- has come between. Not `fresh` (a snapshot deciding what
-        to keep): the records written by other processes since this one last read the
-        journal are not looked for (False for what only they hold: it is kept again,
-        harmlessly)."""
+    def counted(self) -> Mapping[Key, tuple[int, bytes]]:
+        """What this process has counted of the journal and its packs, as `view` gives it,
+        for one snapshot deciding what it need not keep again: brought up to the file only
+        when this process has read nothing yet or the generation changed (a seal, or a
+        restart -- which `gc` does before it frees anything); else what it counted, after
+        one look that the file is still the one it has open and one read of the header. The
+        records other processes wrote since are not looked for: what only they hold is kept
+        again, harmlessly. Right as long as `view`'s is (a snapshot's lookups share one)."""
         if not self._there():
-            return False
+            return {}
         with self._lock:
-            if (letter, name) in self._index and self._fd is not None and self._head and \
+            if self._generation != -1 and self._fd is not None and self._head and \
                     os.pread(self._fd, HEADER.size, 0) == self._head:
-                return True
-            if not fresh and self._generation != -1:  # (read once: it holds what it held)
-                return False
-        return self.get(letter, name) is not None
+                return self._index
+        return self.view()
 
     def names(self, letter: bytes) -> list[str]:
         """The names of the objects of folder `letter` the journal and its packs hold."""

@@ -37,7 +37,7 @@ import os
 import re
 import stat
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +52,7 @@ from mulligan.app.workspace.store.manifests import (
     manifest_id,
     same_content,
 )
+from mulligan.app.workspace.store.packs import Key
 from mulligan.app.workspace.store.reading import read_all
 from mulligan.app.workspace.store.walk import TEMP_MARK, Walk, made_for
 from mulligan.home import folder_slug, private_dirs
@@ -200,12 +201,12 @@ class Store:
     def has_blob(self, digest: str) -> bool:
         return self.blobs.exists(digest)
 
-    def _held(self, letter: bytes, name: str) -> bool:
-        """Whether a snapshot need not keep object `name` (b"b" a blob, b"t" a manifest):
-        in the journal as this process last read it (`Journal.has`, not fresh), else its
-        loose file -- one os.access of a string (a lookup that finds nothing costs no
-        exception, no pathlib: ~10 us, against ~75 for `exists`)."""
-        if self.journal.has(letter, name, fresh=False):
+    def _held(self, counted: Mapping[Key, object], letter: bytes, name: str) -> bool:
+        """Whether a snapshot need not keep object `name` (b"b" a blob, b"t" a manifest): in
+        `counted` (`Journal.counted`, taken once for the snapshot: its lookups read no
+        header each), else its loose file -- one os.access of a string (a lookup that finds
+        nothing costs no exception, no pathlib: ~10 us, against ~75 for `exists`)."""
+        if (letter, name) in counted:
             return True
         if not _HEX40.fullmatch(name):  # (an index file's tree is data)
             return False
@@ -304,7 +305,7 @@ class Store:
         forced = set(reread)
         if monitor is not None and monitor.top != os.fspath(root):
             monitor = None  # it watches another folder
-        look = None
+        look, counted = None, None
         if monitor is not None:
             started = time.time_ns()  # before the events are read (`looks`: the racy rule)
             named = monitor.begin()
@@ -316,26 +317,30 @@ class Store:
                 if names is not None and not names and still(root, last, forced):
                     self.ways["kept"] += 1
                     return last  # nothing changed: no walk, no look
-                if names is not None and self._held(b"t", index.tree):
-                    look = looks.Look(top, index, last, names, started,
-                                      excluded=self._excluded(top), forced=forced,
-                                      visit=monitor.watch, max_file=self.max_file)
-                    if not made_for(index, look.meta):  # (other Mulligan files, or cap)
-                        look = None
-        manifest, walk, index = self._walk_and_record(root, forced, monitor, look)
+                if names is not None:
+                    counted = self.journal.counted()  # (the lookups of this snapshot's)
+                    if self._held(counted, b"t", index.tree):
+                        look = looks.Look(top, index, last, names, started,
+                                          excluded=self._excluded(top), forced=forced,
+                                          visit=monitor.watch, max_file=self.max_file)
+                        if not made_for(index, look.meta):  # (other Mulligan files, or cap)
+                            look = None
+        manifest, walk, index = self._walk_and_record(root, forced, monitor, look, counted)
         if monitor is not None:
             self.ways["walked" if look is None else "looked"] += 1
         if self.shared is not None:
             self.shared.queued(manifest.id)
-        if monitor is not None:  # (its `end` was called before the snapshot was stored)
+        if monitor is not None:  # (what changed while it read is queued: the next one's)
             monitor.last, monitor.index, monitor.plain = manifest, index, not walk.linked
         return manifest
 
     def _walk_and_record(self, root: Path, forced: set[str], monitor: Monitor | None,
-                         look: looks.Look | None = None
+                         look: looks.Look | None = None,
+                         counted: Mapping[Key, object] | None = None
                          ) -> tuple[Manifest, Walk, statindex.Index]:
         """The walk (or `look`), its new content stored, its manifest written: (the
-        manifest, the walk, the stat index that describes the manifest)."""
+        manifest, the walk, the stat index that describes the manifest). `counted`: the
+        journal as the snapshot found it (`Journal.counted`), if it looked already."""
         walk: Walk
         index: statindex.Index | None
         if look is not None:
@@ -353,6 +358,8 @@ class Store:
         added = read = 0
         wrote: list[str] = []  # the new blobs' names
         bases = self._bases(root, index.tree if index is not None else None)
+        if counted is None:
+            counted = self.journal.counted()
         # Only the files the index cannot vouch for come here (new, changed, racy, forced).
         for rel, info, previous in walk:
             read += 1
@@ -369,7 +376,7 @@ class Store:
                 skipped[rel] = f"could not be read ({exc.strerror})"
                 continue
             digest = hashlib.blake2b(data, digest_size=20).hexdigest()
-            if not self._held(b"b", digest):
+            if not self._held(counted, b"b", digest):
                 self.blobs.put_soon(digest, data,
                                     base=previous if previous is not None else bases.of(rel))
                 added += len(data)
@@ -385,19 +392,16 @@ class Store:
         # the manifest, together (one wait for the disk); many, by one sync first.
         staged = self.blobs.settle()  # the new blobs, written on worker threads or kept back
         kept: list[tuple[str, bytes]] = []
-        if not self._held(b"t", tree_id):
+        if not self._held(counted, b"t", tree_id):
             self._write_manifest(tree_id, root, files, skipped, walk.ignored, bases.tree(),
                                  into=kept, texts=walk.folder_texts())
         # What needs no disk is done before the wait for it, while this thread's caches are
         # warm (after a wait, the same Python runs 3-5x slower on this machine): the next
-        # walk's index (kept only once the snapshot is durable), the manifest, and the end
-        # of the watched walk (every read is done: a change from here on is the next's).
+        # walk's index (kept only once the snapshot is durable) and the manifest.
         built = None if same is not None else statindex.build(
             walk.started, tree_id, walk.meta, walk.recorded(), walk.shared, walk.parts,
             walk.texts)
         manifest = Manifest(tree_id, files, skipped, walk.ignored, walk.temps)
-        if monitor is not None:
-            monitor.end()
         objects = [(b"b", n, f) for n, f in staged] + [(b"t", n, f) for n, f in kept]
         if (objects or wrote) and not (objects and len(staged) == len(wrote)
                                        and self.journal.put(objects)):
