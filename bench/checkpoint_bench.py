@@ -44,7 +44,7 @@ virtualenv's site-packages. For each, in one run, best of --runs:
   processes' writes, is most of what is left (this disk's ext4 has no jbd2 journal, so the
   session log's own flush cannot be made to carry the record: docs/checkpoints.md). The
   home's journal starts empty here: a session's first snapshot in a home whose journal is
-  near full reads it first (3.0 ms, not counted here), and the 30 turns never fill it. The
+  near full reads it first (3.0 ms, not counted here), and the 60 turns never fill it. The
   turn that does (one in ~300) seals it as one pack, 3.8-4.0 ms at load 3 (3-17 ms at load
   3-7), where writing its ~1,100 objects out one file each took 1.5-1.7 s at the same load;
   a background thread spills the pack to loose files after (stop 25: docs/checkpoints.md
@@ -54,7 +54,12 @@ virtualenv's site-packages. For each, in one run, best of --runs:
   turn, and less after the journal's wait), the later turn's measure with 60 pairs, 6 runs
   alternated with the code before, load 0.7-1.1: 6.2-11.1%, median 8.9% (before 8.5-18.2%,
   median 11.5%); this bench with --turns 60, 4 runs alternated: 5.7-14.5% wall, CPU 1.2-2.2
-  ms (before 2.2-13.4%, CPU 1.9-2.6 ms); docs/checkpoints.md has every run;
+  ms (before 2.2-13.4%, CPU 1.9-2.6 ms); stop 27, the model keeps no copy of its requests
+  (ScriptedModel's deep copies, kept, had made the garbage collections of both sides grow
+  with the session), the later turn's line gives the median's 95% interval and the
+  recorder's own calls, 60 pairs by default: 6 runs alternated with the code before, load
+  0.4-0.5: 6.4-10.7% wall, median 7.5% (before 7.0-9.6%, median 7.7%; the 10.7% a
+  disturbed run, its interval 6.8-13.9%); docs/checkpoints.md has every run;
 - a new process's first turn (`fresh`, also with --only-turn): the recorder's own calls,
   wall, in new processes (its imports and inotify instance included), the model's first reply
   after 300 ms (target under 10% of tool time + 20 ms) and at once (printed, no target);
@@ -593,7 +598,7 @@ def main() -> int:
     parser.add_argument("--only-turn", action="store_true")
     parser.add_argument("--only-snapshots", action="store_true",
                         help="the two trees' snapshot figures alone (no restore, turn, growth)")
-    parser.add_argument("--turns", type=int, default=30, help="interleaved pairs of turns")
+    parser.add_argument("--turns", type=int, default=60, help="interleaved pairs of turns")
     parser.add_argument("--fresh", type=int, default=9,
                         help="new processes for a first turn, per model latency")
     args = parser.parse_args()
