@@ -356,6 +356,50 @@ def test_settle_waits_for_this_threads_blobs_not_another_ones(tmp_path):
     assert other_done.wait(10) and (tmp_path / digest(b"slow")).exists()
 
 
+def test_past_its_backlog_put_soon_waits_for_the_oldest_blob_in_every_snapshot(tmp_path):
+    # Each snapshot's blobs wait in memory up to a backlog; past it, `put_soon` waits for
+    # the oldest still being written (each job asked once: asking all of them every time
+    # made a 20k-file first snapshot quadratic). A snapshot's `settle` starts the next
+    # one's count again.
+    import threading
+
+    from mulligan.app.workspace.store.blobs import _INLINE, Objects
+
+    slow = [digest(b"a slow blob %d" % n) for n in range(2)]
+    gates = [threading.Event(), threading.Event()]
+
+    def path_of(name: str) -> Path:
+        if name in slow:
+            gates[slow.index(name)].wait(30)  # a blob slow to write
+        return tmp_path / name
+
+    objects = Objects(path_of, by_content=True, what="blob", backlog=8)
+    started, returned = [threading.Event(), threading.Event()], [threading.Event(),
+                                                                  threading.Event()]
+
+    def snapshots() -> None:  # one thread: a snapshot is its put_soon's up to its settle
+        for snapshot in range(2):
+            for n in range(_INLINE):  # written by the caller itself
+                objects.put_soon(digest(b"%d %d" % (snapshot, n)), b"%d %d" % (snapshot, n))
+            if snapshot == 0:  # a quick one first: waited for, ended, counted past
+                objects.put_soon(digest(b"a quick blob"), b"a quick blob")
+            started[snapshot].set()
+            objects.put_soon(slow[snapshot], b"a slow blob %d" % snapshot)  # over the backlog
+            returned[snapshot].set()
+            objects.settle()
+
+    thread = threading.Thread(target=snapshots)
+    thread.start()
+    for snapshot in range(2):
+        assert started[snapshot].wait(10)
+        time.sleep(0.2)
+        assert not returned[snapshot].is_set()  # waiting for the slow blob, the oldest
+        gates[snapshot].set()
+        assert returned[snapshot].wait(10)
+    thread.join(10)
+    assert all((tmp_path / name).exists() for name in slow)
+
+
 def test_a_chains_first_object_read_for_a_delta_is_checked_on_its_own_when_read(tmp_path):
     # Reading a delta checks the bytes its chain gives against the top's hash only; the
     # first object's bytes, kept aside (a restore reads that manifest next), are checked
