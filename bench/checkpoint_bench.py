@@ -76,6 +76,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import random
 import shutil
@@ -422,9 +423,11 @@ def turn(project: Path, scratch: Path, rounds: int, missed: list[str]) -> None:
         cpu = statistics.median(p[1][1] - p[0][1] for p in pairs)
         recorder = statistics.median(p[1][3] for p in pairs)
         spread = statistics.quantiles(differences, n=4)
-        # The median's 95% confidence interval, from the order statistics (no shape assumed)
-        k = max(0, int(len(differences) / 2 - 0.98 * len(differences) ** 0.5))
-        low, high = differences[k], differences[-1 - k]
+        # The median's 95% confidence interval, from the order statistics (no shape assumed):
+        # ranks n/2 -+ 1.96 sqrt(n)/2, rounded outward
+        n, half = len(differences), 0.98 * len(differences) ** 0.5
+        low = differences[max(0, math.floor(n / 2 - half) - 1)]
+        high = differences[min(n - 1, math.ceil(n / 2 + half))]
         budget = tools + 0.020
         print(f"turn (write + bash, {project.name}), {what}, load "
               f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}: {plain * 1000:.1f} ms without "

@@ -46,14 +46,15 @@ was spilled already, the loose files (synced before the removal). So the journal
 packs never hold the only copy of anything gc's listing would count as gone, and a view an
 operation took stays right while it is kept.
 
-Processes take turns by flock; the header is read again for every lookup or `view` (an
-operation's several lookups), so a seal or restart by another process is seen.
+Processes take turns by flock; the header is read again for every lookup, `view` (an
+operation's several lookups) or `counted` (a snapshot's), so a seal or restart by another
+process is seen.
 
 In: the store's root and its `Objects` by folder letter. Out: `put` (durable), `get`,
-`counted`, `view`, `names`, `restart`, `wait` (for this process's background spills). Never: return
-before the fdatasync, grow or shrink the file, hand back bytes from a record that does not
-check, write a turn's objects one file each on the turn, rewrite a loose object that reads
-back sound.
+`counted`, `view`, `names`, `restart`, `wait` (for this process's background spills).
+Never: return before the fdatasync, grow or shrink the file, hand back bytes from a record
+that does not check, write a turn's objects one file each on the turn, rewrite a loose object
+that reads back sound.
 """
 
 from __future__ import annotations
