@@ -223,8 +223,8 @@ def compare(name: str, tree: Path, runs: int, scratch: Path, missed: list[str]) 
 
     # Interleaved, one of each per round, which goes first alternating: this disk slows down
     # as files are created and deleted, and the side that runs just after the other's 20k
-    # new files meets their writeback (site-packages, stop 27: 11.5-12.8 s for either
-    # version of the store run second, 25-30 s run just after git's 22-28 s).
+    # new files meets their writeback (site-packages, stop 27, before `put_soon`'s backlog
+    # wait was made linear: 11.8-17.6 s run second, 22-28 s run just after git's 22-24 s).
     adds, firsts = [], []
     for n in range(runs):
         for side in (0, 1) if n % 2 == 0 else (1, 0):
