@@ -325,6 +325,8 @@ class Store:
                                           visit=monitor.watch, max_file=self.max_file)
                         if not made_for(index, look.meta):  # (other Mulligan files, or cap)
                             look = None
+        if counted is None:  # (a walk: nothing looked it up yet)
+            counted = self.journal.counted()
         manifest, walk, index = self._walk_and_record(root, forced, monitor, look, counted)
         if monitor is not None:
             self.ways["walked" if look is None else "looked"] += 1
@@ -335,12 +337,11 @@ class Store:
         return manifest
 
     def _walk_and_record(self, root: Path, forced: set[str], monitor: Monitor | None,
-                         look: looks.Look | None = None,
-                         counted: Mapping[Key, object] | None = None
+                         look: looks.Look | None, counted: Mapping[Key, object]
                          ) -> tuple[Manifest, Walk, statindex.Index]:
         """The walk (or `look`), its new content stored, its manifest written: (the
         manifest, the walk, the stat index that describes the manifest). `counted`: the
-        journal as the snapshot found it (`Journal.counted`), if it looked already."""
+        journal as the snapshot found it (`Journal.counted`), for its lookups."""
         walk: Walk
         index: statindex.Index | None
         if look is not None:
@@ -358,8 +359,6 @@ class Store:
         added = read = 0
         wrote: list[str] = []  # the new blobs' names
         bases = self._bases(root, index.tree if index is not None else None)
-        if counted is None:
-            counted = self.journal.counted()
         # Only the files the index cannot vouch for come here (new, changed, racy, forced).
         for rel, info, previous in walk:
             read += 1
